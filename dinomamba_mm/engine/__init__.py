@@ -1,1 +1,1 @@
-from . import hooks  # noqa: F401
+from . import hooks, optimizers  # noqa: F401
