@@ -1,0 +1,267 @@
+"""Public SSD (Mamba-2 state space duality) scan: validation, dt preprocessing spec, dispatch.
+
+Semantics, per batch b, head h, group g = h // (H // G):
+
+1. dt' = dt + dt_bias (if given); softplus if ``dt_softplus``; clamp to ``dt_limit`` unless it is
+   (0, inf).
+2. Forward: h_t = exp(dt'_t A_h) h_{t-1} + dt'_t x_t B_t^T (h_t is P x N), h_{-1} =
+   initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
+   ``reverse=True`` runs t from L-1 down to 0 with h_L = initial_states; final_states = h_0.
+3. With z: y = y * silu(z).
+4. Accumulation in float32 for fp32 / fp16 / bf16 inputs; y has x's dtype.
+
+Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
+CPU under ``TRITON_INTERPRET=1``). ``impl=None`` or 'auto' reads ``DINOMAMBA_SSD_IMPL`` (same values)
+and otherwise picks Triton for CUDA tensors when triton imports, else torch.
+"""
+import math
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+from .chunk import ssd_bidirectional_torch, ssd_chunk_torch
+from .matrix import mixing_matrix
+
+IMPLS = ('auto', 'torch', 'triton')
+ENV_IMPL = 'DINOMAMBA_SSD_IMPL'
+Pair = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]
+
+
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def _check_tensor(name: str, t, ndim: int, expected: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f'{name} must be a torch.Tensor of shape {expected}, got {type(t).__name__}')
+    if t.dim() != ndim:
+        raise ValueError(f'{name} must have shape {expected} ({ndim} dims), got shape {_shape(t)}')
+    if not t.is_floating_point():
+        raise ValueError(f'{name} must be a floating point tensor, got dtype {t.dtype}')
+
+
+def _check_dims(name: str, t: torch.Tensor, expected: Sequence[int], label: str) -> None:
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f'{name} must have shape {label} = {tuple(expected)}, got {_shape(t)}')
+
+
+def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states,
+              prefix: str = '') -> None:
+    """Raise ValueError / TypeError naming the first bad argument."""
+    p = prefix
+    _check_tensor(p + 'x', x, 4, '(B, L, H, P)')
+    batch, length, heads, headdim = x.shape
+    _check_tensor(p + 'dt', dt, 3, '(B, L, H)')
+    _check_dims(p + 'dt', dt, (batch, length, heads), '(B, L, H)')
+    _check_tensor(p + 'A', A, 1, '(H,)')
+    _check_dims(p + 'A', A, (heads,), '(H,)')
+    _check_tensor(p + 'B', B, 4, '(B, L, G, N)')
+    if tuple(B.shape[:2]) != (batch, length):
+        raise ValueError(f'{p}B must have shape (B, L, G, N) with (B, L) = {(batch, length)} '
+                         f'as in x, got {_shape(B)}')
+    groups = B.shape[2]
+    if groups == 0 or heads % groups != 0:
+        raise ValueError(f'the number of heads H = {heads} (x {_shape(x)}) must be a multiple of '
+                         f'the number of groups G = {groups} ({p}B {_shape(B)})')
+    _check_tensor(p + 'C', C, 4, '(B, L, G, N)')
+    _check_dims(p + 'C', C, tuple(B.shape), '(B, L, G, N) as B')
+    if D is not None:
+        if not isinstance(D, torch.Tensor) or D.dim() not in (1, 2):
+            got = _shape(D) if isinstance(D, torch.Tensor) else type(D).__name__
+            raise ValueError(f'{p}D must have shape (H,) or (H, P), got {got}')
+        _check_tensor(p + 'D', D, D.dim(), '(H,) or (H, P)')
+        if tuple(D.shape) not in ((heads,), (heads, headdim)):
+            raise ValueError(f'{p}D must have shape (H,) = {(heads,)} or (H, P) = '
+                             f'{(heads, headdim)}, got {_shape(D)}')
+    if z is not None:
+        _check_tensor(p + 'z', z, 4, '(B, L, H, P)')
+        _check_dims(p + 'z', z, tuple(x.shape), '(B, L, H, P) as x')
+    if dt_bias is not None:
+        _check_tensor(p + 'dt_bias', dt_bias, 1, '(H,)')
+        _check_dims(p + 'dt_bias', dt_bias, (heads,), '(H,)')
+    if initial_states is not None:
+        _check_tensor(p + 'initial_states', initial_states, 4, '(B, H, P, N)')
+        _check_dims(p + 'initial_states', initial_states,
+                    (batch, heads, headdim, B.shape[3]), '(B, H, P, N)')
+
+    named = [(n, t) for n, t in (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
+                                 ('z', z), ('dt_bias', dt_bias),
+                                 ('initial_states', initial_states)) if t is not None]
+    for name, t in named[1:]:
+        if t.device != x.device:
+            raise ValueError(f'{p}{name} is on device {t.device} but x is on {x.device}; '
+                             'all tensors must be on one device')
+    for name, t in (('B', B), ('C', C), ('z', z)):
+        if t is not None and t.dtype != x.dtype:
+            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {x.dtype}; x, B, C and z '
+                             'must share one dtype')
+
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+        raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
+    try:
+        lo, hi = (float(v) for v in dt_limit)
+    except (TypeError, ValueError):
+        raise ValueError(f'dt_limit must be a pair (min, max) of floats, got {dt_limit!r}')
+    if math.isnan(lo) or math.isnan(hi) or lo < 0 or lo > hi:
+        raise ValueError(f'dt_limit must satisfy 0 <= min <= max, got {dt_limit!r}')
+
+
+def _resolve_impl(impl: Optional[str], device: torch.device) -> str:
+    source = 'impl'
+    if impl is None or impl == 'auto':
+        env = os.environ.get(ENV_IMPL)
+        if env:
+            impl, source = env, f'environment variable {ENV_IMPL}'
+    if impl is None:
+        impl = 'auto'
+    if impl not in IMPLS:
+        raise ValueError(f'{source} must be one of None, {", ".join(map(repr, IMPLS))}, '
+                         f'got {impl!r}')
+    if impl == 'auto':
+        if device.type != 'cuda':
+            return 'torch'
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return 'torch'
+        return 'triton'
+    return impl
+
+
+def ssd_scan(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    chunk_size: int = 256,
+    D: Optional[torch.Tensor] = None,
+    z: Optional[torch.Tensor] = None,
+    dt_bias: Optional[torch.Tensor] = None,
+    dt_softplus: bool = False,
+    dt_limit: Tuple[float, float] = (0.0, float('inf')),
+    initial_states: Optional[torch.Tensor] = None,
+    return_final_states: bool = False,
+    reverse: bool = False,
+    impl: Optional[str] = None,
+) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """SSD scan over a sequence (Mamba-2's ``mamba_chunk_scan_combined`` semantics).
+
+    Args:
+        x: (B, L, H, P) inputs.
+        dt: (B, L, H) step sizes (before ``dt_bias`` / softplus / ``dt_limit``).
+        A: (H,) decay rates, negative for a stable scan.
+        B: (B, L, G, N) input projections, H % G == 0; head h reads group h // (H // G).
+        C: (B, L, G, N) output projections.
+        chunk_size: maximum chunk length of the chunked algorithm (does not change the result).
+        D: (H,) or (H, P) skip term D * x, optional.
+        z: (B, L, H, P) gate: y * silu(z), optional.
+        dt_bias: (H,) added to dt, optional.
+        dt_softplus: softplus on dt + dt_bias.
+        dt_limit: (min, max) clamp on dt' (skipped for the default (0, inf)).
+        initial_states: (B, H, P, N) incoming state, zeros if None.
+        return_final_states: also return the (B, H, P, N) float32 final state.
+        reverse: scan from the last token to the first.
+        impl: None / 'auto', 'torch' or 'triton' (see module docstring).
+
+    Returns:
+        y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) float32 when asked for.
+    """
+    _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
+    args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, tuple(dt_limit),
+            initial_states, return_final_states, reverse)
+    if _resolve_impl(impl, x.device) == 'triton':
+        from .triton_chunk import ssd_chunk_triton
+        return ssd_chunk_triton(*args)
+    return ssd_chunk_torch(*args)
+
+
+def _as_pair(name: str, value) -> Tuple:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f'{name} must be a tensor or a (forward, backward) pair, got a '
+                             f'sequence of length {len(value)}')
+        return tuple(value)
+    return value, value
+
+
+def ssd_scan_bidirectional(
+    x: Pair,
+    dt: Pair,
+    A: Pair,
+    B: Pair,
+    C: Pair,
+    chunk_size: int = 256,
+    D: Optional[Pair] = None,
+    z: Optional[Pair] = None,
+    dt_bias: Optional[Pair] = None,
+    dt_softplus: bool = False,
+    dt_limit: Tuple[float, float] = (0.0, float('inf')),
+    impl: Optional[str] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Forward and reverse scans of one sequence, as a bidirectional vision mixer needs them.
+
+    Each of x, dt, A, B, C, D, z, dt_bias is either one tensor shared by both directions or a
+    pair (forward_value, backward_value) with the shapes of :func:`ssd_scan`; the two x must have
+    the same shape. Everything, inputs and outputs, is in input token order: the backward output
+    is ``ssd_scan(..., reverse=True)`` of the backward values, and the caller never flips.
+
+    Returns:
+        (y_fwd, y_bwd), each (B, L, H, P) in x's dtype.
+    """
+    pairs = {name: _as_pair(name, value) for name, value in
+             (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D), ('z', z),
+              ('dt_bias', dt_bias))}
+    for i, direction in enumerate(('forward', 'backward')):
+        _validate(*(pairs[n][i] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
+                  *(pairs[n][i] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
+                  prefix=f'{direction} ')
+    xf, xb = pairs['x']
+    if xf.shape != xb.shape or xf.dtype != xb.dtype or xf.device != xb.device:
+        raise ValueError(f'forward and backward x must match in shape, dtype and device, got '
+                         f'{_shape(xf)} {xf.dtype} {xf.device} and {_shape(xb)} {xb.dtype} '
+                         f'{xb.device}')
+    if pairs['B'][0].shape != pairs['B'][1].shape:
+        raise ValueError(f'forward and backward B must have one shape, got '
+                         f'{_shape(pairs["B"][0])} and {_shape(pairs["B"][1])}')
+    for name in ('D', 'z', 'dt_bias'):
+        fwd_val, bwd_val = pairs[name]
+        if (fwd_val is None) != (bwd_val is None):
+            raise ValueError(f'{name} must be given for both directions or for neither')
+        if fwd_val is not None and fwd_val.shape != bwd_val.shape:
+            raise ValueError(f'forward and backward {name} must have one shape, got '
+                             f'{_shape(fwd_val)} and {_shape(bwd_val)}')
+    args = (pairs['x'], pairs['dt'], pairs['A'], pairs['B'], pairs['C'], chunk_size, pairs['D'],
+            pairs['z'], pairs['dt_bias'], dt_softplus, tuple(dt_limit))
+    if _resolve_impl(impl, xf.device) == 'triton':
+        from .triton_chunk import ssd_bidirectional_triton
+        return ssd_bidirectional_triton(*args)
+    return ssd_bidirectional_torch(*args)
+
+
+def ssd_mixing_matrix(
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    dt_bias: Optional[torch.Tensor] = None,
+    dt_softplus: bool = False,
+    dt_limit: Tuple[float, float] = (0.0, float('inf')),
+    reverse: bool = False,
+) -> torch.Tensor:
+    """Materialised token-mixing matrix of the scan (L^2 memory; for analysis).
+
+    Args:
+        dt: (B, L, H); A: (H,); B, C: (B, L, G, N); the rest as in :func:`ssd_scan`.
+
+    Returns:
+        M (B, H, L, L) float32 with ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` (before the z
+        gate) for the scan of any x with these dt, A, B, C.
+    """
+    _check_tensor('dt', dt, 3, '(B, L, H)')
+    _check_tensor('B', B, 4, '(B, L, G, N)')
+    batch, length, heads = dt.shape
+    probe = B.new_empty(batch, length, heads, 1)  # x's role in the shared checks
+    _validate(probe, dt, A, B, C, 1, None, None, dt_bias, dt_limit, None)
+    return mixing_matrix(dt, A, B, C, dt_bias, dt_softplus, tuple(dt_limit), reverse)
