@@ -1,0 +1,124 @@
+"""binary_auc against scikit-learn's roc_auc_score and hand-derived values."""
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from dinomamba_mm.evaluation import (auc_from_histograms, binary_auc,
+                                     binary_auc_histograms, roc_from_histograms)
+
+
+def _sklearn_aucs(scores, mask):
+    return np.array([roc_auc_score(m.ravel(), s.ravel()) for s, m in zip(scores, mask)])
+
+
+@pytest.mark.parametrize('levels', [None, 7, 2])
+def test_exact_equals_sklearn_with_and_without_ties(levels):
+    rng = np.random.default_rng(levels or 0)
+    scores = rng.standard_normal((5, 23, 31))
+    if levels is not None:  # few distinct values: many ties inside and across classes
+        scores = np.floor(scores * levels / 2) / levels
+    mask = rng.random((5, 23, 31)) < rng.uniform(0.05, 0.9, size=(5, 1, 1))
+    mask[:, 0, 0], mask[:, 0, 1] = True, False
+    aucs = binary_auc(scores, mask, mode='exact')
+    np.testing.assert_allclose(aucs, _sklearn_aucs(scores, mask), rtol=0, atol=1e-9)
+
+
+def test_exact_accepts_tensors_and_float32():
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.rand(3, 17, 19, generator=gen)
+    mask = torch.rand(3, 17, 19, generator=gen) > 0.6
+    got = binary_auc(scores, mask)
+    np.testing.assert_allclose(got, _sklearn_aucs(scores.numpy(), mask.numpy()),
+                               rtol=0, atol=1e-9)
+    single = binary_auc(scores[1], mask[1])
+    assert isinstance(single, float)
+    assert abs(single - roc_auc_score(mask[1].numpy().ravel(),
+                                      scores[1].numpy().ravel())) < 1e-9
+
+
+def test_binned_close_to_sklearn_at_1000_thresholds():
+    rng = np.random.default_rng(1)
+    # smooth, structured maps as the metric sees them, plus noise
+    yy, xx = np.mgrid[0:64, 0:64] / 64.0
+    centres = rng.random((6, 2))
+    scores = np.exp(-((yy - centres[:, :1, None]) ** 2 + (xx - centres[:, 1:, None]) ** 2)
+                    * 8) + 0.3 * rng.random((6, 64, 64))
+    mask = np.hypot(yy - centres[:, :1, None], xx - centres[:, 1:, None]) < 0.25
+    mask ^= rng.random(mask.shape) < 0.1
+    got = binary_auc(scores.astype(np.float32), mask, mode='binned', num_thresholds=1000)
+    np.testing.assert_allclose(got, _sklearn_aucs(scores.astype(np.float32), mask),
+                               atol=1e-3, rtol=0)
+
+
+def test_binned_equals_exact_auc_of_quantised_map():
+    rng = np.random.default_rng(2)
+    scores = rng.random((3, 20, 20))
+    mask = rng.random((3, 20, 20)) < 0.4
+    num_bins = 10
+    lo = scores.min(axis=(1, 2), keepdims=True)
+    hi = scores.max(axis=(1, 2), keepdims=True)
+    quantised = np.minimum(np.floor((scores - lo) / (hi - lo) * num_bins), num_bins - 1)
+    np.testing.assert_allclose(
+        binary_auc(scores, mask, mode='binned', num_thresholds=num_bins),
+        _sklearn_aucs(quantised, mask), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize('mode', ['exact', 'binned'])
+def test_perfect_inverted_and_constant_maps(mode):
+    mask = np.zeros((16, 16), dtype=bool)
+    mask[4:10, 3:12] = True
+    perfect = mask.astype(np.float64) + 0.01 * np.arange(256).reshape(16, 16) / 256
+    assert binary_auc(perfect, mask, mode=mode) == pytest.approx(1.0, abs=1e-12)
+    assert binary_auc(-perfect, mask, mode=mode) == pytest.approx(0.0, abs=1e-12)
+    assert binary_auc(np.full((16, 16), 3.0), mask, mode=mode) == pytest.approx(0.5, abs=1e-12)
+
+
+def test_histograms_give_pooled_auc_and_roc():
+    rng = np.random.default_rng(3)
+    scores = rng.random((2, 12, 12))
+    mask = rng.random((2, 12, 12)) < 0.5
+    fg_hist, bg_hist = binary_auc_histograms(scores, mask, num_thresholds=4)
+    assert fg_hist.shape == (2, 4) and fg_hist.sum() == mask.sum()
+    assert bg_hist.sum() == (~mask).sum()
+    # hand count of map 0 on the normalised scale
+    norm = (scores[0] - scores[0].min()) / (scores[0].max() - scores[0].min())
+    expected = [((norm >= k / 4) & (norm < (k + 1) / 4) & mask[0]).sum() for k in range(3)]
+    expected.append(((norm >= 0.75) & mask[0]).sum())
+    np.testing.assert_array_equal(fg_hist[0], expected)
+    fpr, tpr = roc_from_histograms(fg_hist.sum(0), bg_hist.sum(0))
+    assert fpr[0] == 0 and tpr[0] == 0 and fpr[-1] == 1 and tpr[-1] == 1
+    assert np.trapezoid(tpr, fpr) == pytest.approx(
+        float(auc_from_histograms(fg_hist.sum(0), bg_hist.sum(0))), abs=1e-12)
+
+
+def test_bad_inputs_name_the_argument_or_map():
+    mask = np.zeros((2, 8, 8), dtype=bool)
+    mask[:, :4] = True
+    scores = np.random.default_rng(0).random((2, 8, 8))
+    with pytest.raises(ValueError, match='fg_mask must be a boolean'):
+        binary_auc(scores, mask.astype(np.uint8))
+    with pytest.raises(ValueError, match='score_map must hold floating'):
+        binary_auc(scores.astype(np.int64), mask)
+    with pytest.raises(ValueError, match=r'fg_mask must have the shape.*\(2, 8, 7\)'):
+        binary_auc(scores, mask[..., :7])
+    with pytest.raises(ValueError, match=r'score_map must have shape .*\(8,\)'):
+        binary_auc(scores[0, 0], mask[0, 0])
+    with pytest.raises(ValueError, match='mode must be one of'):
+        binary_auc(scores, mask, mode='trapz')
+    with pytest.raises(ValueError, match='num_thresholds must be an integer >= 2'):
+        binary_auc(scores, mask, mode='binned', num_thresholds=1)
+    with pytest.raises(ValueError, match=r'NaN or infinite values \(map 1\)'):
+        bad = scores.copy()
+        bad[1, 2, 2] = np.nan
+        binary_auc(bad, mask)
+    with pytest.raises(TypeError, match='score_map must be a numpy.ndarray'):
+        binary_auc(scores.tolist(), mask)
+    no_bg = mask.copy()
+    no_bg[1] = True
+    with pytest.raises(ValueError, match='map 1 has no background'):
+        binary_auc(scores, no_bg)
+    no_fg = mask.copy()
+    no_fg[0] = False
+    with pytest.raises(ValueError, match='map 0 has no foreground'):
+        binary_auc(scores, no_fg, mode='binned')
