@@ -1,0 +1,1 @@
+from .linear_probe_neck import LinearProbeNeck  # noqa: F401

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from dinomamba_mm.evaluation.metrics.class_subset_accuracy import (
+    ClassSubsetAccuracy, read_imagenet_wnids, subset_class_indices,
+    subset_topk_accuracy)
+
+WNIDS = ['n00000001', 'n00000002', 'n00000003', 'n00000004', 'n00000005']
+
+
+def test_read_wnids_from_folders_and_from_synset_file(tmp_path):
+    for wnid in reversed(WNIDS):
+        (tmp_path / 'train' / wnid).mkdir(parents=True)
+    (tmp_path / 'train' / 'README.txt').write_text('not a class')
+    assert read_imagenet_wnids(str(tmp_path / 'train')) == WNIDS
+    mapping = tmp_path / 'LOC_synset_mapping.txt'
+    mapping.write_text(''.join(f'{w} name {i}, other\n'
+                               for i, w in enumerate(WNIDS)))
+    assert read_imagenet_wnids(str(mapping)) == WNIDS
+    with pytest.raises(ValueError, match='non-wnid'):
+        bad = tmp_path / 'bad.txt'
+        bad.write_text('tench\n')
+        read_imagenet_wnids(str(bad))
+
+
+def test_subset_indices_and_unknown_wnid():
+    assert subset_class_indices(['n00000002', 'n00000005'], WNIDS) == [1, 4]
+    with pytest.raises(ValueError, match='not ImageNet classes'):
+        subset_class_indices(['n99999999'], WNIDS)
+
+
+def test_restricted_argmax_hand_computed():
+    # subset = full classes 1 and 4 (subset labels 0 and 1).
+    scores = torch.tensor([
+        [9.0, 1.0, 0.0, 0.0, 2.0],  # full argmax 0 (outside); subset -> 1
+        [0.0, 5.0, 7.0, 0.0, 3.0],  # subset -> 0
+        [0.0, 0.5, 0.0, 0.0, 0.2],  # subset -> 0
+    ])
+    labels = torch.tensor([1, 1, 0])
+    top1, top2 = subset_topk_accuracy(scores, labels, [1, 4], topk=(1, 2))
+    assert top1 == pytest.approx(200.0 / 3)
+    assert top2 == pytest.approx(100.0)
+
+
+def test_metric_reads_subset_from_dataset_meta(tmp_path):
+    mapping = tmp_path / 'wnids.txt'
+    mapping.write_text('\n'.join(WNIDS))
+    metric = ClassSubsetAccuracy(imagenet_wnids=str(mapping))
+    metric.dataset_meta = dict(classes=('n00000002', 'n00000005'))
+    metric.process(None, [
+        dict(pred_score=torch.tensor([9.0, 1.0, 0.0, 0.0, 2.0]),
+             gt_label=torch.tensor([1])),
+        dict(pred_score=torch.tensor([0.0, 5.0, 7.0, 0.0, 3.0]),
+             gt_label=torch.tensor([1])),
+    ])
+    assert metric.evaluate(2) == {'subset/top1': pytest.approx(50.0)}
+    with pytest.raises(ValueError, match='pred_score has 3 classes'):
+        metric.process(None, [dict(pred_score=torch.zeros(3),
+                                   gt_label=torch.tensor([0]))])
