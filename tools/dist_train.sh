@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Distributed training with torchrun: bash tools/dist_train.sh CONFIG NUM_PROCESSES [train.py options]
+# NNODES / NODE_RANK / MASTER_ADDR / PORT select a multi-node run. Without CUDA it uses gloo on CPU.
+set -euo pipefail
+CONFIG=${1:?usage: dist_train.sh CONFIG NUM_PROCESSES [options]}
+GPUS=${2:?usage: dist_train.sh CONFIG NUM_PROCESSES [options]}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+PORT=${PORT:-29500}
+MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+PYTHONPATH="$HERE/..${PYTHONPATH:+:$PYTHONPATH}" \
+python -m torch.distributed.run \
+    --nnodes="$NNODES" \
+    --node_rank="$NODE_RANK" \
+    --master_addr="$MASTER_ADDR" \
+    --nproc_per_node="$GPUS" \
+    --master_port="$PORT" \
+    "$HERE/train.py" \
+    "$CONFIG" \
+    --launcher pytorch "${@:3}"

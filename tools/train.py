@@ -1,0 +1,136 @@
+"""Train a model from a config, as mmpretrain's / mmseg's / mmdet's tools/train.py do.
+
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--cfg-options k=v ...]
+    bash tools/dist_train.sh CONFIG NUM_PROCESSES [same options]
+
+Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
+``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines
+without CUDA the distributed launch uses gloo (see dinomamba_mm/compat.py).
+"""
+import argparse
+import os
+import os.path as osp
+
+from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from the given checkpoint; without a value, from the '
+        'latest checkpoint in the work dir')
+    parser.add_argument(
+        '--amp', action='store_true', help='enable automatic mixed precision')
+    parser.add_argument(
+        '--no-validate',
+        action='store_true',
+        help='skip evaluation during training')
+    parser.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the learning rate by the actual batch size '
+        '(config field auto_scale_lr.base_batch_size)')
+    parser.add_argument(
+        '--no-pin-memory',
+        action='store_true',
+        help='do not pin memory in the dataloaders')
+    parser.add_argument(
+        '--no-persistent-workers',
+        action='store_true',
+        help='do not keep dataloader workers alive between epochs')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, key=value (e.g. '
+        'train_dataloader.batch_size=8 model.backbone.arch=tiny)')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='job launcher')
+    # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
+    """Apply the command-line options to the config."""
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    cfg.launcher = args.launcher
+
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+
+    if args.amp:
+        optim_wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+        if optim_wrapper in ('OptimWrapper', 'AmpOptimWrapper'):
+            cfg.optim_wrapper.type = 'AmpOptimWrapper'
+            cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        else:
+            raise ValueError(
+                f'--amp needs optim_wrapper.type OptimWrapper or '
+                f'AmpOptimWrapper, got {optim_wrapper!r}')
+
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        if not osp.isfile(args.resume):
+            raise FileNotFoundError(
+                f'--resume {args.resume!r}: no such checkpoint file')
+        cfg.resume = True
+        cfg.load_from = args.resume
+
+    if args.no_validate:
+        cfg.val_cfg = None
+        cfg.val_dataloader = None
+        cfg.val_evaluator = None
+
+    if args.auto_scale_lr:
+        if 'auto_scale_lr' not in cfg:
+            raise ValueError(
+                f'--auto-scale-lr: config {args.config} has no auto_scale_lr '
+                'field (expected auto_scale_lr=dict(base_batch_size=...))')
+        cfg.auto_scale_lr.enable = True
+
+    def set_loader_option(key: str, value) -> None:
+        for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+            loader = cfg.get(name, None)
+            if isinstance(loader, (dict, ConfigDict)):
+                loader[key] = value
+
+    if args.no_pin_memory:
+        set_loader_option('pin_memory', False)
+    if args.no_persistent_workers:
+        set_loader_option('persistent_workers', False)
+    return cfg
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    cfg = merge_args(Config.fromfile(args.config), args)
+    if 'runner_type' in cfg:
+        runner = RUNNERS.build(cfg)
+    else:
+        runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
