@@ -1,0 +1,3 @@
+from .dinovim import DinoMambaReg, DinoVim
+
+__all__ = ['DinoVim', 'DinoMambaReg']

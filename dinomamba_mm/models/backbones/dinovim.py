@@ -1,0 +1,485 @@
+"""DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import math
+from functools import lru_cache
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model.weight_init import trunc_normal_
+from mmpretrain.models.backbones.base_backbone import BaseBackbone
+from mmpretrain.models.utils import to_2tuple
+
+from dinomamba_mm.registry import MODELS
+from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
+
+ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
+ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
+TOKEN_LAYOUTS = ('interleaved', 'paper')
+OUT_SOURCES = ('residual', 'mixer')
+
+
+def _even_positions(num_patches: int, num_extra: int) -> List[int]:
+    """Positions of ``num_extra`` tokens spread among ``num_patches`` (paper's MambaR rule).
+
+    With S = num_patches // (num_extra + 1), extra token r follows the r-th run of S patches:
+    position r * (S + 1) + S; the remaining patches come last. One token lands at
+    num_patches // 2, the middle class token of Vision Mamba.
+    """
+    stride = num_patches // (num_extra + 1)
+    return [r * (stride + 1) + stride for r in range(num_extra)]
+
+
+@lru_cache(maxsize=64)
+def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int, ...]],
+                paper_cls: bool) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]:
+    """Where every token goes in the sequence.
+
+    Sources are ``[patches (num_patches), extra tokens (num_extra)]`` and, for the paper's class
+    token layout, one more: the class token without position embedding.
+
+    Returns:
+        order: source index of each sequence position;
+        read: sequence positions of the output tokens (class token / registers);
+        patches: sequence positions of the patches, in raster order.
+    """
+    if paper_cls:
+        # [cls + pos, patches] (M = N + 1 tokens), then a plain class token inserted at M // 2
+        middle = (num_patches + 1) // 2
+        order = ([num_patches] + list(range(middle - 1)) + [num_patches + 1]
+                 + list(range(middle - 1, num_patches)))
+        read = (middle, )
+    else:
+        length = num_patches + num_extra
+        if positions is None:
+            positions = tuple(_even_positions(num_patches, num_extra))
+        bad = [p for p in positions if not 0 <= p < length]
+        if bad:
+            raise ValueError(f'register_positions {list(positions)} must lie in [0, {length}) '
+                             f'for {num_patches} patches and {num_extra} extra tokens; '
+                             f'out of range: {bad}')
+        order = [-1] * length
+        for r, p in enumerate(positions):
+            order[p] = num_patches + r
+        patch_iter = iter(range(num_patches))
+        order = [next(patch_iter) if o < 0 else o for o in order]
+        read = tuple(positions)
+    patches = tuple(i for i, o in enumerate(order) if o < num_patches)
+    return tuple(order), read, patches
+
+
+@MODELS.register_module()
+class DinoVim(BaseBackbone):
+    """Vision Mamba with bidirectional Mamba-2 mixers (DinoVim of "RNN as Linear Transformer").
+
+    image -> patch embedding (+ absolute position embedding, resized bicubically to the input's
+    patch grid) -> class token inserted in the middle of the patch sequence (or registers) ->
+    ``num_layers`` blocks ``x + drop_path(mixer(RMSNorm(x)))`` with a float32 residual stream ->
+    final RMSNorm ``norm_f`` -> outputs chosen by ``out_type`` / ``out_indices`` as in
+    mmpretrain's ``VisionTransformer``.
+
+    Args:
+        arch: 'tiny' / 'small' / 'base' (aliases 't' / 's' / 'b'): embed_dims 256 / 512 / 768,
+            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 256;
+            or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
+            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (256).
+        img_size: input size the position embedding is stored for (any multiple of the patch
+            size runs; the embedding is resized per input).
+        patch_size: patch size and stride of the patch embedding.
+        in_channels: input channels.
+        out_indices: block indices to output (int or sequence; negative counts from the end).
+        out_type: 'cls_token' (B, C): the class token, or the mean of the registers;
+            'featmap' (B, C, h, w): patch tokens on their grid, for dense heads;
+            'avg_featmap' (B, C): mean of the patch tokens; 'raw' (B, L, C): all tokens in
+            sequence order.
+        out_source: what a block outputs. 'residual': the residual stream after the block
+            (mmpretrain ViT's convention; ``norm_f`` applied after the last block when
+            ``final_norm``); 'mixer': ``norm_f`` of the block's mixer output, the paper code's
+            ``get_intermediate_layers`` (its linear-probe features). 'mixer' needs final_norm.
+        final_norm: build ``norm_f`` and apply it after the last block.
+        drop_rate: dropout on the tokens after the position embedding.
+        drop_path_rate: stochastic depth, linear from 0 (first block) to this (last block).
+        num_registers: 0: one class token (``cls_token`` (1, 1, C)); R > 0: R register tokens
+            (``register_tokens`` (1, R, C)) whose mean is the 'cls_token' output (DinoMamba-Reg).
+        register_positions: sequence positions of the class token / registers (one int each,
+            in [0, num_patches + E)); None spreads them evenly (a single class token sits at
+            num_patches // 2), see :func:`_even_positions`.
+        token_layout: 'interleaved': the extra tokens, each with its own position embedding, at
+            their positions; 'paper': the Dino-Mamba paper code's exact layout, so that its
+            checkpoints give its features: with a class token, the class token plus its
+            position embedding first, then the patches, and a second copy of the class token
+            WITHOUT position embedding inserted at index M // 2 of those M = N + 1 tokens (read
+            there); with registers it equals 'interleaved'. 'paper' also resizes the position
+            embedding with DINO's scale-factor convention (see ``resize_pos_embed``).
+        pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size;
+            otherwise such inputs raise a ValueError.
+        interpolate_mode: interpolation of the position embedding.
+        frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks (and
+            ``norm_f`` when all are frozen); -1 freezes nothing.
+        norm_eval: keep the normalisation layers in eval mode during training (kept for the
+            OpenMMLab interface; RMSNorm has no running statistics, so this changes nothing
+            unless a subclass adds such norms).
+        norm_eps: epsilon of the block RMSNorms and ``norm_f``.
+        mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
+            defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
+            dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
+            ssd_impl None.
+        init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
+            checkpoint=...)`` (strict). Random initialisation happens at construction.
+
+    Analysis hooks: :meth:`mixer_inputs` gives the normalised tokens entering chosen blocks'
+    mixers, for ``self.layers[i].mixer.ssd_inputs`` / ``.mixing_matrices``.
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], dict(embed_dims=256, num_layers=24, headdim=64,
+                                            d_state=64, **ARCH_DEFAULTS)),
+        **dict.fromkeys(['s', 'small'], dict(embed_dims=512, num_layers=24, headdim=64,
+                                             d_state=64, **ARCH_DEFAULTS)),
+        **dict.fromkeys(['b', 'base'], dict(embed_dims=768, num_layers=24, headdim=64,
+                                            d_state=64, **ARCH_DEFAULTS)),
+    }
+    OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 img_size: Union[int, Tuple[int, int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 out_type: str = 'cls_token',
+                 out_source: str = 'residual',
+                 final_norm: bool = True,
+                 drop_rate: float = 0.,
+                 drop_path_rate: float = 0.1,
+                 num_registers: int = 0,
+                 register_positions: Optional[Sequence[int]] = None,
+                 token_layout: str = 'interleaved',
+                 pad_to_patch: bool = False,
+                 interpolate_mode: str = 'bicubic',
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 norm_eps: float = 1e-5,
+                 mixer_cfg: Optional[dict] = None,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
+        super().__init__(init_cfg)
+        self.arch_settings = self._parse_arch(arch)
+        self.embed_dims = self.arch_settings['embed_dims']
+        self.num_layers = self.arch_settings['num_layers']
+
+        if out_type not in self.OUT_TYPES:
+            raise ValueError(f'out_type must be one of {self.OUT_TYPES}, got {out_type!r}')
+        if out_source not in OUT_SOURCES:
+            raise ValueError(f'out_source must be one of {OUT_SOURCES}, got {out_source!r}')
+        if out_source == 'mixer' and not final_norm:
+            raise ValueError("out_source='mixer' outputs norm_f(mixer output) and needs "
+                             'final_norm=True')
+        if token_layout not in TOKEN_LAYOUTS:
+            raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
+                             f'{token_layout!r}')
+        if isinstance(num_registers, bool) or not isinstance(num_registers, int) \
+                or num_registers < 0:
+            raise ValueError(f'num_registers must be an int >= 0, got {num_registers!r}')
+        self.out_type = out_type
+        self.out_source = out_source
+        self.final_norm = final_norm
+        self.token_layout = token_layout
+        self.num_registers = num_registers
+        self.num_extra_tokens = max(num_registers, 1)
+        self.paper_cls_layout = token_layout == 'paper' and num_registers == 0
+        self.register_positions = self._parse_positions(register_positions)
+        self.pad_to_patch = pad_to_patch
+        self.interpolate_mode = interpolate_mode
+        self.resize_convention = 'dino' if token_layout == 'paper' else 'size'
+        self.out_indices = self._parse_out_indices(out_indices)
+        self.norm_eval = norm_eval
+
+        self.patch_size = patch_size
+        self.patch_embed = PatchEmbed(
+            in_channels=in_channels,
+            embed_dims=self.embed_dims,
+            conv_type='Conv2d',
+            kernel_size=patch_size,
+            stride=patch_size,
+            padding='corner' if pad_to_patch else 0,
+            input_size=img_size,
+            bias=True)
+        self.patch_resolution = tuple(self.patch_embed.init_out_size)
+        num_patches = self.patch_resolution[0] * self.patch_resolution[1]
+
+        extra = torch.zeros(1, self.num_extra_tokens, self.embed_dims)
+        if num_registers:
+            self.register_tokens = nn.Parameter(extra)
+        else:
+            self.cls_token = nn.Parameter(extra)
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
+        self._register_load_state_dict_pre_hook(self._resize_loaded_pos_embed)
+        self.drop_after_pos = nn.Dropout(p=drop_rate)
+
+        self.mixer_cfg = self._mixer_kwargs(mixer_cfg)
+        dpr = np.linspace(0, drop_path_rate, self.num_layers)
+        self.layers = nn.ModuleList([
+            MambaBlock(self.embed_dims, float(dpr[i]), norm_eps, self.mixer_cfg)
+            for i in range(self.num_layers)
+        ])
+        if final_norm:
+            self.norm_f = nn.RMSNorm(self.embed_dims, eps=norm_eps)
+
+        self._init_parameters()
+        self.frozen_stages = frozen_stages
+        if frozen_stages > 0:
+            self._freeze_stages()
+
+    # ----------------------------------------------------------------- construction helpers
+    def _parse_arch(self, arch: Union[str, dict]) -> dict:
+        if isinstance(arch, str):
+            key = arch.lower()
+            if key not in self.arch_zoo:
+                raise ValueError(f'arch {arch!r} is not one of {sorted(self.arch_zoo)}; '
+                                 'pass a dict for a custom size')
+            return dict(self.arch_zoo[key])
+        if not isinstance(arch, dict):
+            raise TypeError(f'arch must be a str or a dict, got {type(arch).__name__}')
+        missing = [k for k in ARCH_REQUIRED_KEYS if k not in arch]
+        if missing:
+            raise ValueError(f'custom arch dict {arch} lacks keys {missing}; required: '
+                             f'{list(ARCH_REQUIRED_KEYS)}, optional: {ARCH_DEFAULTS}')
+        unknown = sorted(set(arch) - set(ARCH_REQUIRED_KEYS) - set(ARCH_DEFAULTS))
+        if unknown:
+            raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
+                             f'{list(ARCH_REQUIRED_KEYS) + list(ARCH_DEFAULTS)}')
+        return {**ARCH_DEFAULTS, **arch}
+
+    def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
+        mixer_cfg = dict(mixer_cfg or {})
+        clash = sorted(set(mixer_cfg) & set(self.arch_settings))
+        if clash:
+            raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
+        settings = {k: v for k, v in self.arch_settings.items()
+                    if k not in ('embed_dims', 'num_layers')}
+        return {**settings, **mixer_cfg}
+
+    def _parse_positions(self, positions) -> Optional[Tuple[int, ...]]:
+        if positions is None:
+            return None
+        if self.paper_cls_layout:
+            raise ValueError("register_positions cannot be used with token_layout='paper' and a "
+                             'class token: that layout fixes the positions')
+        if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence):
+            raise TypeError(f'register_positions must be a sequence of ints, got {positions!r}')
+        positions = tuple(positions)
+        if len(positions) != self.num_extra_tokens or len(set(positions)) != len(positions) \
+                or not all(isinstance(p, int) and p >= 0 for p in positions):
+            raise ValueError(f'register_positions must hold {self.num_extra_tokens} distinct '
+                             f'ints >= 0 (one per class / register token), got {positions}')
+        return positions
+
+    def _parse_out_indices(self, out_indices) -> List[int]:
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        if not isinstance(out_indices, Sequence):
+            raise TypeError(f'out_indices must be an int or a sequence of ints, got '
+                            f'{type(out_indices).__name__}')
+        parsed = []
+        for index in out_indices:
+            resolved = index + self.num_layers if index < 0 else index
+            if not 0 <= resolved < self.num_layers:
+                raise ValueError(f'out_indices entry {index} is out of range for '
+                                 f'{self.num_layers} layers')
+            parsed.append(resolved)
+        return parsed
+
+    def _init_parameters(self) -> None:
+        """Random init of the paper code (Vim / Mamba-2), done at construction."""
+        trunc_normal_(self.pos_embed, std=.02)
+        trunc_normal_(self._extra_tokens, std=.02)
+        conv = self.patch_embed.projection
+        fan_in = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        # LeCun normal: truncated normal with variance 1 / fan_in after truncation at 2 std
+        trunc_normal_(conv.weight, std=math.sqrt(1. / fan_in) / .87962566103423978)
+        nn.init.zeros_(conv.bias)
+        for layer in self.layers:
+            out_proj = layer.mixer.out_proj
+            nn.init.kaiming_uniform_(out_proj.weight, a=math.sqrt(5))
+            with torch.no_grad():
+                out_proj.weight /= math.sqrt(self.num_layers)
+
+    @property
+    def _extra_tokens(self) -> nn.Parameter:
+        """(1, E, C): the class token or the registers."""
+        return self.register_tokens if self.num_registers else self.cls_token
+
+    def _resize_loaded_pos_embed(self, state_dict, prefix, *args, **kwargs) -> None:
+        name = prefix + 'pos_embed'
+        if name not in state_dict or state_dict[name].shape == self.pos_embed.shape:
+            return
+        loaded = state_dict[name]
+        side = math.isqrt(loaded.shape[1] - self.num_extra_tokens)
+        if loaded.dim() != 3 or side * side != loaded.shape[1] - self.num_extra_tokens:
+            raise ValueError(f'{name} of shape {tuple(loaded.shape)} is not (1, '
+                             f'{self.num_extra_tokens} + n*n, C) and cannot be resized to '
+                             f'{tuple(self.pos_embed.shape)}')
+        state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
+                                            self.num_extra_tokens, self.interpolate_mode,
+                                            self.resize_convention)
+
+    # ------------------------------------------------------------------------------ freezing
+    def _frozen_modules(self) -> List[nn.Module]:
+        modules = [self.patch_embed, self.drop_after_pos]
+        modules += list(self.layers[:self.frozen_stages])
+        if self.frozen_stages >= self.num_layers and self.final_norm:
+            modules.append(self.norm_f)
+        return modules
+
+    def _freeze_stages(self) -> None:
+        self.pos_embed.requires_grad = False
+        self._extra_tokens.requires_grad = False
+        for module in self._frozen_modules():
+            module.eval()
+            for param in module.parameters():
+                param.requires_grad = False
+
+    def train(self, mode: bool = True) -> 'DinoVim':
+        super().train(mode)
+        if mode and self.frozen_stages > 0:
+            for module in self._frozen_modules():
+                module.eval()
+        if mode and self.norm_eval:
+            for module in self.modules():
+                if isinstance(module, (nn.RMSNorm, GatedRMSNorm, nn.LayerNorm, nn.GroupNorm,
+                                       nn.modules.batchnorm._BatchNorm)):
+                    module.eval()
+        return self
+
+    def get_layer_depth(self, param_name: str, prefix: str = '') -> Tuple[int, int]:
+        """Layer-wise depth of a parameter, as mmpretrain's ViT (for layer-wise lr decay).
+
+        Embeddings (patch, position, class / register tokens) are depth 0, block i is i + 1,
+        the rest (``norm_f`` and anything outside ``prefix``, e.g. a head) is num_layers + 1.
+
+        Returns:
+            (layer_depth, num_layers + 2).
+        """
+        num_layers = self.num_layers + 2
+        if not param_name.startswith(prefix):
+            return num_layers - 1, num_layers
+        name = param_name[len(prefix):]
+        if name in ('cls_token', 'register_tokens', 'pos_embed') or \
+                name.startswith('patch_embed'):
+            return 0, num_layers
+        if name.startswith('layers.'):
+            return int(name.split('.')[1]) + 1, num_layers
+        return num_layers - 1, num_layers
+
+    # ------------------------------------------------------------------------------- forward
+    def _pad_or_check(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4:
+            raise ValueError(f'input must be (B, C, H, W), got shape {tuple(x.shape)}')
+        height, width = x.shape[-2:]
+        if (height % self.patch_size or width % self.patch_size) and not self.pad_to_patch:
+            raise ValueError(f'input size {height}x{width} (shape {tuple(x.shape)}) is not a '
+                             f'multiple of the patch size {self.patch_size}; resize it or set '
+                             'pad_to_patch=True')
+        return x
+
+    def token_plan(self, patch_resolution: Tuple[int, int],
+                   device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
+        """Index tensors of the sequence for a patch grid (h, w).
+
+        Returns:
+            dict with 'order' (L,): source index of each position (sources = patches, extra
+            tokens[, plain class token]); 'read' (E',): positions of the class token /
+            registers; 'patches' (h*w,): positions of the patches in raster order.
+        """
+        num_patches = patch_resolution[0] * patch_resolution[1]
+        plan = _token_plan(num_patches, self.num_extra_tokens, self.register_positions,
+                           self.paper_cls_layout)
+        return {name: torch.as_tensor(idx, dtype=torch.long, device=device)
+                for name, idx in zip(('order', 'read', 'patches'), plan)}
+
+    def _embed(self, inputs: torch.Tensor):
+        """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
+        batch = inputs.shape[0]
+        patches, hw = self.patch_embed(self._pad_or_check(inputs))
+        pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
+                               self.num_extra_tokens, self.interpolate_mode,
+                               self.resize_convention)
+        extra_tokens = self._extra_tokens.expand(batch, -1, -1)
+        sources = [patches + pos[:, self.num_extra_tokens:],
+                   extra_tokens + pos[:, :self.num_extra_tokens]]
+        if self.paper_cls_layout:
+            sources.append(extra_tokens)
+        plan = self.token_plan(tuple(hw), inputs.device)
+        tokens = torch.cat(sources, dim=1)[:, plan['order']]
+        return self.drop_after_pos(tokens), tuple(hw), plan
+
+    def _format_output(self, x: torch.Tensor, hw: Tuple[int, int],
+                       plan: Dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.out_type == 'raw':
+            return x
+        if self.out_type == 'cls_token':
+            return x[:, plan['read']].mean(dim=1)
+        patches = x[:, plan['patches']]
+        if self.out_type == 'avg_featmap':
+            return patches.mean(dim=1)
+        return patches.reshape(x.shape[0], *hw, -1).permute(0, 3, 1, 2)
+
+    def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """(B, 3, H, W) -> tuple of one output per ``out_indices`` entry (see out_type)."""
+        x, hw, plan = self._embed(inputs)
+        outs = []
+        last = self.num_layers - 1
+        for i, layer in enumerate(self.layers):
+            x, hidden = layer(x)
+            if i not in self.out_indices:
+                continue
+            if self.out_source == 'mixer':
+                feat = self.norm_f(hidden.to(self.norm_f.weight.dtype))
+            elif i == last and self.final_norm:
+                feat = self.norm_f(x.to(self.norm_f.weight.dtype))
+            else:
+                feat = x
+            outs.append(self._format_output(feat, hw, plan))
+        return tuple(outs)
+
+    @torch.no_grad()
+    def mixer_inputs(self, inputs: torch.Tensor,
+                     layer_indices: Sequence[int]) -> Dict[str, object]:
+        """Normalised tokens entering the mixers of chosen blocks, for analysis.
+
+        Args:
+            inputs: (B, 3, H, W) images.
+            layer_indices: block indices (negative allowed).
+
+        Returns:
+            dict with 'tokens' ({i: (B, L, C)}, feed to ``self.layers[i].mixer.ssd_inputs`` or
+            ``.mixing_matrices``), 'patch_resolution' (h, w) and the token plan entries 'read'
+            (positions of the class token / registers) and 'patches' (patch positions in
+            raster order).
+        """
+        wanted = set(self._parse_out_indices(list(layer_indices)))
+        x, hw, plan = self._embed(inputs)
+        tokens = {}
+        for i, layer in enumerate(self.layers[:max(wanted) + 1]):
+            if i in wanted:
+                tokens[i] = layer.mixer_input(x)
+            x, _ = layer(x)
+        return dict(tokens=tokens, patch_resolution=hw, read=plan['read'],
+                    patches=plan['patches'])
+
+
+@MODELS.register_module()
+class DinoMambaReg(DinoVim):
+    """DinoMamba-Reg (the paper's MambaR): DinoVim with register tokens instead of a class token.
+
+    ``num_registers`` (12 by default) register tokens, each with its own position embedding,
+    are spread evenly among the patches (or put at ``register_positions``); the 'cls_token'
+    output is their mean. All other arguments are :class:`DinoVim`'s.
+    """
+
+    def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,
+                 **kwargs) -> None:
+        if num_registers < 1:
+            raise ValueError(f'DinoMambaReg needs num_registers >= 1, got {num_registers}')
+        super().__init__(arch=arch, num_registers=num_registers, **kwargs)

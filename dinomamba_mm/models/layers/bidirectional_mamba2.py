@@ -1,0 +1,202 @@
+"""Bidirectional Mamba-2 (SSD) token mixer of DinoVim ("v2" bidirectionality of Vision Mamba)."""
+import math
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan_bidirectional
+from .gated_rms_norm import GatedRMSNorm
+
+#: keyword arguments of :func:`dinomamba_mm.ops.ssd.ssd_mixing_matrix` found in each direction's
+#: dict returned by :meth:`BidirectionalMamba2Mixer.ssd_inputs`.
+MIXING_MATRIX_KEYS = ('dt', 'A', 'B', 'C', 'dt_bias', 'dt_softplus', 'dt_limit', 'reverse')
+
+
+def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
+                        dt_init_floor: float) -> torch.Tensor:
+    """dt bias such that softplus(bias) is log-uniform in [dt_min, dt_max] (Mamba-2's init).
+
+    Returns:
+        (num_heads,) float32.
+    """
+    log_dt = torch.rand(num_heads) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
+    dt = torch.exp(log_dt).clamp(min=dt_init_floor)
+    return dt + torch.log(-torch.expm1(-dt))
+
+
+class BidirectionalMamba2Mixer(nn.Module):
+    """Mamba-2 mixer scanning the token sequence in both directions.
+
+    One ``in_proj`` produces, per token, the gate z (d_inner), xBC (d_inner + 2 G N) and dt (H),
+    in that order. Each direction has its own depthwise conv1d + SiLU over xBC, dt bias, A_log,
+    D and gated RMSNorm; the forward conv is causal, the backward one anti-causal in input order
+    (equal to a causal conv of the flipped sequence), and the backward scan runs from the last
+    token to the first (``ssd_scan_bidirectional``), so nothing is flipped. Output:
+    ``out_proj((norm(y_fwd, z) + norm_b(y_bwd, z)) / 2)``.
+
+    Parameter names follow the Dino-Mamba paper code (``conv1d_b``, ``dt_b_bias``, ``A_log_b``,
+    ``D_b``, ``norm_b`` for the backward direction) so checkpoints map one to one.
+
+    Analysis: :meth:`ssd_inputs` returns the per-direction scan inputs (x, dt, A, B, C after the
+    convolution, D, dt_bias, ...) of a given mixer input; :meth:`mixing_matrices` materialises
+    both directions' (B, H, L, L) mixing matrices M with ``ssd_mixing_matrix``.
+
+    Args:
+        embed_dims: model width D.
+        d_state: SSM state size N.
+        d_conv: depthwise convolution width.
+        expand: d_inner = expand * D.
+        headdim: channels per head P; H = d_inner / P.
+        ngroups: groups G of B / C (H % G == 0); also the gated norm's groups.
+        chunk_size: chunk length of the SSD scan.
+        A_init_range: A = -U(A_init_range) per head.
+        dt_min, dt_max, dt_init_floor: softplus(dt_bias) is initialised log-uniform in
+            [dt_min, dt_max], floored at dt_init_floor.
+        dt_limit: clamp of the effective step (no clamp for (0, inf)).
+        bias: bias in in_proj / out_proj.
+        conv_bias: bias in the conv1d layers.
+        norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
+        norm_eps: epsilon of the gated norms.
+        ssd_impl: implementation passed to the SSD op (None: its automatic choice).
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 d_state: int = 64,
+                 d_conv: int = 4,
+                 expand: int = 2,
+                 headdim: int = 64,
+                 ngroups: int = 1,
+                 chunk_size: int = 256,
+                 A_init_range: Sequence[float] = (1, 16),
+                 dt_min: float = 0.001,
+                 dt_max: float = 0.1,
+                 dt_init_floor: float = 1e-4,
+                 dt_limit: Tuple[float, float] = (0.0, float('inf')),
+                 bias: bool = False,
+                 conv_bias: bool = True,
+                 norm_before_gate: bool = False,
+                 norm_eps: float = 1e-5,
+                 ssd_impl: Optional[str] = None) -> None:
+        super().__init__()
+        d_inner = expand * embed_dims
+        if d_inner % headdim != 0:
+            raise ValueError(f'expand * embed_dims = {d_inner} must be a multiple of headdim='
+                             f'{headdim}')
+        num_heads = d_inner // headdim
+        if ngroups <= 0 or num_heads % ngroups != 0:
+            raise ValueError(f'ngroups={ngroups} must divide the number of heads {num_heads}')
+        low, high = A_init_range
+        if not 0 < low <= high:
+            raise ValueError(f'A_init_range must satisfy 0 < low <= high, got {A_init_range}')
+        self.embed_dims = embed_dims
+        self.d_inner = d_inner
+        self.d_state = d_state
+        self.d_conv = d_conv
+        self.headdim = headdim
+        self.num_heads = num_heads
+        self.ngroups = ngroups
+        self.chunk_size = chunk_size
+        self.dt_limit = tuple(dt_limit)
+        self.ssd_impl = ssd_impl
+
+        conv_dim = d_inner + 2 * ngroups * d_state
+        self.in_proj = nn.Linear(embed_dims, d_inner + conv_dim + num_heads, bias=bias)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, bias=conv_bias)
+        self.conv1d_b = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, bias=conv_bias)
+        self.dt_bias = nn.Parameter(inverse_softplus_dt(num_heads, dt_min, dt_max, dt_init_floor))
+        self.dt_b_bias = nn.Parameter(
+            inverse_softplus_dt(num_heads, dt_min, dt_max, dt_init_floor))
+        self.A_log = nn.Parameter(torch.empty(num_heads).uniform_(low, high).log())
+        self.A_log_b = nn.Parameter(torch.empty(num_heads).uniform_(low, high).log())
+        self.D = nn.Parameter(torch.ones(num_heads))
+        self.D_b = nn.Parameter(torch.ones(num_heads))
+        for param in (self.dt_bias, self.dt_b_bias, self.A_log, self.A_log_b, self.D, self.D_b):
+            param._no_weight_decay = True
+        self.norm = GatedRMSNorm(d_inner, eps=norm_eps, group_size=d_inner // ngroups,
+                                 norm_before_gate=norm_before_gate)
+        self.norm_b = GatedRMSNorm(d_inner, eps=norm_eps, group_size=d_inner // ngroups,
+                                   norm_before_gate=norm_before_gate)
+        self.out_proj = nn.Linear(d_inner, embed_dims, bias=bias)
+
+    def _conv(self, xbc: torch.Tensor, conv: nn.Conv1d, causal: bool) -> torch.Tensor:
+        """Depthwise conv1d + SiLU, (B, L, C) -> (B, L, C); anti-causal when not ``causal``."""
+        xbc = xbc.transpose(1, 2)
+        pad = self.d_conv - 1
+        if causal:
+            out = F.conv1d(F.pad(xbc, (pad, 0)), conv.weight, conv.bias, groups=xbc.shape[1])
+        else:
+            out = F.conv1d(F.pad(xbc, (0, pad)), conv.weight.flip(-1), conv.bias,
+                           groups=xbc.shape[1])
+        return F.silu(out).transpose(1, 2)
+
+    def _split_xbc(self, xbc: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, L, d_inner + 2GN) -> x (B, L, H, P), B (B, L, G, N), C (B, L, G, N)."""
+        gn = self.ngroups * self.d_state
+        x, b, c = torch.split(xbc, [self.d_inner, gn, gn], dim=-1)
+        return (x.unflatten(-1, (self.num_heads, self.headdim)),
+                b.unflatten(-1, (self.ngroups, self.d_state)),
+                c.unflatten(-1, (self.ngroups, self.d_state)))
+
+    def ssd_inputs(self, u: torch.Tensor) -> Dict[str, object]:
+        """Per-direction inputs of the SSD scans for the mixer input ``u``.
+
+        Args:
+            u: (B, L, D) mixer input (the block's normalised tokens).
+
+        Returns:
+            ``{'forward': {...}, 'backward': {...}, 'z': z}`` with z (B, L, d_inner) the gate.
+            Each direction's dict holds ``x`` (B, L, H, P), ``D`` (H,) and the keyword
+            arguments of ``ssd_mixing_matrix`` (:data:`MIXING_MATRIX_KEYS`): ``dt`` (B, L, H)
+            before bias / softplus, ``A`` (H,) = -exp(A_log), ``B`` / ``C`` (B, L, G, N) after
+            the convolution and SiLU, ``dt_bias`` (H,), ``dt_softplus`` (True), ``dt_limit`` and
+            ``reverse`` (False forward, True backward). All in input token order; the scan of a
+            direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
+        """
+        zxbcdt = self.in_proj(u)
+        conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
+        z, xbc, dt = torch.split(zxbcdt, [self.d_inner, conv_dim, self.num_heads], dim=-1)
+        directions = {}
+        for name, conv, causal, a_log, d, dt_bias in (
+                ('forward', self.conv1d, True, self.A_log, self.D, self.dt_bias),
+                ('backward', self.conv1d_b, False, self.A_log_b, self.D_b, self.dt_b_bias)):
+            x, b, c = self._split_xbc(self._conv(xbc, conv, causal))
+            directions[name] = dict(
+                x=x, dt=dt, A=-torch.exp(a_log.float()), B=b, C=c, D=d, dt_bias=dt_bias,
+                dt_softplus=True, dt_limit=self.dt_limit, reverse=not causal)
+        directions['z'] = z
+        return directions
+
+    def mixing_matrices(self, u: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward mixing matrices M, each (B, H, L, L) float32, for input u."""
+        inputs = self.ssd_inputs(u)
+        return tuple(
+            ssd_mixing_matrix(**{k: inputs[name][k] for k in MIXING_MATRIX_KEYS})
+            for name in ('forward', 'backward'))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """u: (B, L, D) -> (B, L, D)."""
+        inputs = self.ssd_inputs(u)
+        fwd, bwd = inputs['forward'], inputs['backward']
+        y_fwd, y_bwd = ssd_scan_bidirectional(
+            x=(fwd['x'], bwd['x']),
+            dt=fwd['dt'],
+            A=(fwd['A'], bwd['A']),
+            B=(fwd['B'], bwd['B']),
+            C=(fwd['C'], bwd['C']),
+            chunk_size=self.chunk_size,
+            D=(fwd['D'], bwd['D']),
+            dt_bias=(fwd['dt_bias'], bwd['dt_bias']),
+            dt_softplus=True,
+            dt_limit=self.dt_limit,
+            impl=self.ssd_impl)
+        z = inputs['z']
+        y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)) / 2
+        return self.out_proj(y)
+
+    def extra_repr(self) -> str:
+        return (f'embed_dims={self.embed_dims}, d_inner={self.d_inner}, heads={self.num_heads}, '
+                f'headdim={self.headdim}, d_state={self.d_state}, ngroups={self.ngroups}, '
+                f'd_conv={self.d_conv}, chunk_size={self.chunk_size}')

@@ -1,0 +1,60 @@
+"""Resizing an absolute position embedding to another patch grid."""
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+
+RESIZE_CONVENTIONS = ('size', 'dino')
+
+
+def resize_pos_embed(pos_embed: torch.Tensor,
+                     src_hw: Tuple[int, int],
+                     dst_hw: Tuple[int, int],
+                     num_extra_tokens: int,
+                     mode: str = 'bicubic',
+                     convention: str = 'size') -> torch.Tensor:
+    """Interpolate the patch part of a position embedding to a new (h, w) grid.
+
+    Layout (mmpretrain's): ``pos_embed`` is (1, E + h*w, C), the E extra-token embeddings first,
+    then the patch embeddings in raster order. The extra-token rows are kept as they are.
+
+    Args:
+        pos_embed: (1, E + src_h * src_w, C).
+        src_hw: grid (src_h, src_w) the patch rows were trained for.
+        dst_hw: target grid (dst_h, dst_w).
+        num_extra_tokens: E.
+        mode: ``F.interpolate`` mode ('bicubic', 'bilinear', 'nearest', ...).
+        convention: 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``
+            (mmpretrain's ViT); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
+            (dst_w + 0.1) / src_w)`` as DINO's and the Dino-Mamba paper code's
+            ``interpolate_pos_encoding`` do, which samples at slightly different points.
+
+    Returns:
+        (1, E + dst_h * dst_w, C) in ``pos_embed``'s dtype (interpolation runs in float32).
+    """
+    if convention not in RESIZE_CONVENTIONS:
+        raise ValueError(f'convention must be one of {RESIZE_CONVENTIONS}, got {convention!r}')
+    src_h, src_w = src_hw
+    dst_h, dst_w = dst_hw
+    if pos_embed.dim() != 3 or pos_embed.shape[0] != 1 or \
+            pos_embed.shape[1] != num_extra_tokens + src_h * src_w:
+        raise ValueError(f'pos_embed must have shape (1, {num_extra_tokens} + {src_h}*{src_w}, C) '
+                         f'for num_extra_tokens={num_extra_tokens} and grid {tuple(src_hw)}, '
+                         f'got {tuple(pos_embed.shape)}')
+    if (src_h, src_w) == (dst_h, dst_w):
+        return pos_embed
+    channels = pos_embed.shape[2]
+    extra = pos_embed[:, :num_extra_tokens]
+    grid = pos_embed[:, num_extra_tokens:].reshape(1, src_h, src_w, channels)
+    grid = grid.permute(0, 3, 1, 2).float()
+    if convention == 'size':
+        align = False if mode in ('linear', 'bilinear', 'bicubic', 'trilinear') else None
+        grid = F.interpolate(grid, size=(dst_h, dst_w), mode=mode, align_corners=align)
+    else:
+        scale = ((dst_h + 0.1) / src_h, (dst_w + 0.1) / src_w)
+        grid = F.interpolate(grid, scale_factor=scale, mode=mode)
+        if tuple(grid.shape[-2:]) != (dst_h, dst_w):
+            raise RuntimeError(f'dino-convention resize gave grid {tuple(grid.shape[-2:])}, '
+                               f'expected {(dst_h, dst_w)}')
+    grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
+    return torch.cat((extra, grid), dim=1)
