@@ -1,0 +1,3 @@
+from .dino import DINO
+
+__all__ = ['DINO']

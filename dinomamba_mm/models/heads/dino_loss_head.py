@@ -1,0 +1,111 @@
+"""DINO self-distillation loss with a centred, sharpened teacher."""
+from typing import List
+
+import torch
+import torch.nn.functional as F
+from mmengine import dist
+from mmengine.model import BaseModule
+
+from dinomamba_mm.registry import MODELS
+
+
+@MODELS.register_module()
+class DINOLossHead(BaseModule):
+    """Cross-entropy between teacher and student prototype distributions over crop pairs.
+
+    For teacher (global) crop ``i`` and student crop ``j`` with ``i != j``::
+
+        p_t = softmax((t_i - center) / teacher_temp)
+        loss_ij = mean over the batch of  sum_k -p_t[k] * log_softmax(s_j / student_temp)[k]
+
+    and the loss is the mean of ``loss_ij`` over all such pairs. Student crop ``j`` and
+    teacher crop ``j`` are the same view for ``j < num_teacher_crops`` (the global crops come
+    first in both lists), which is what ``i != j`` excludes.
+
+    After the loss, the centre follows an EMA of the batch mean of the teacher scores (all
+    teacher crops, all processes)::
+
+        center <- center_momentum * center + (1 - center_momentum) * mean(t)
+
+    ``center`` and ``teacher_temp`` are buffers, so they live in checkpoints and a resumed run
+    continues exactly. ``teacher_temp`` is set by :class:`DINOTeacherTempHook` when the
+    warm-up schedule is used.
+
+    Args:
+        out_channels (int): Number of prototypes K (size of the centre).
+        student_temp (float): Student temperature. Defaults to 0.1.
+        teacher_temp (float): Initial teacher temperature. Defaults to 0.04.
+        center_momentum (float): EMA momentum of the centre. Defaults to 0.9.
+    """
+
+    def __init__(self,
+                 out_channels: int,
+                 student_temp: float = 0.1,
+                 teacher_temp: float = 0.04,
+                 center_momentum: float = 0.9,
+                 init_cfg=None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if not isinstance(out_channels, int) or out_channels < 1:
+            raise ValueError(f'out_channels must be a positive int, got {out_channels!r}')
+        if student_temp <= 0 or teacher_temp <= 0:
+            raise ValueError('temperatures must be > 0, got '
+                             f'student_temp={student_temp}, teacher_temp={teacher_temp}')
+        if not 0.0 <= center_momentum <= 1.0:
+            raise ValueError(f'center_momentum must be in [0, 1], got {center_momentum}')
+        self.student_temp = student_temp
+        self.center_momentum = center_momentum
+        self.register_buffer('center', torch.zeros(1, out_channels))
+        self.register_buffer('teacher_temp', torch.tensor(float(teacher_temp)))
+
+    def loss(self, student_scores: List[torch.Tensor],
+             teacher_scores: List[torch.Tensor]) -> torch.Tensor:
+        """Compute the loss, then update the centre.
+
+        Args:
+            student_scores (list[Tensor]): per crop, (B, K) scores of the student; the
+                teacher's crops first, in the same order.
+            teacher_scores (list[Tensor]): per teacher crop, (B, K) scores of the teacher
+                (no gradient flows into them).
+
+        Returns:
+            Tensor: scalar loss.
+        """
+        num_teacher, num_student = len(teacher_scores), len(student_scores)
+        if num_teacher < 1 or num_student < 2 or num_teacher > num_student:
+            raise ValueError('need 1 <= teacher crops <= student crops and >= 2 student crops, '
+                             f'got {num_teacher} teacher and {num_student} student crops')
+        shape = tuple(teacher_scores[0].shape)
+        if len(shape) != 2 or shape[1] != self.center.shape[1]:
+            raise ValueError(f'scores must have shape (B, {self.center.shape[1]}), got {shape}')
+        for scores in [*student_scores, *teacher_scores]:
+            if tuple(scores.shape) != shape:
+                raise ValueError(f'every crop must have scores of shape {shape}, '
+                                 f'got {tuple(scores.shape)}')
+
+        teacher_probs = [
+            F.softmax((t.detach().float() - self.center) / self.teacher_temp, dim=-1)
+            for t in teacher_scores
+        ]
+        student_log_probs = [
+            F.log_softmax(s.float() / self.student_temp, dim=-1) for s in student_scores
+        ]
+        total = student_log_probs[0].new_zeros(())
+        num_pairs = 0
+        for i, p_t in enumerate(teacher_probs):
+            for j, log_p_s in enumerate(student_log_probs):
+                if i == j:
+                    continue
+                total = total + torch.sum(-p_t * log_p_s, dim=-1).mean()
+                num_pairs += 1
+        self.update_center(torch.cat(teacher_scores).detach())
+        return total / num_pairs
+
+    @torch.no_grad()
+    def update_center(self, teacher_scores: torch.Tensor) -> None:
+        """EMA of the centre with the mean of ``teacher_scores`` (N, K) over all processes."""
+        stats = torch.cat([teacher_scores.float().sum(dim=0),
+                           teacher_scores.new_tensor([teacher_scores.shape[0]], dtype=torch.float)])
+        dist.all_reduce(stats, op='sum')
+        batch_center = (stats[:-1] / stats[-1]).unsqueeze(0)
+        self.center.mul_(self.center_momentum).add_(batch_center,
+                                                    alpha=1.0 - self.center_momentum)

@@ -1,0 +1,158 @@
+"""DINO: self-distillation of a student network from its EMA teacher over multi-crop views."""
+import copy
+from typing import List, Optional, Sequence, Union
+
+import torch
+from mmpretrain.models.selfsup import BaseSelfSupervisor
+from mmpretrain.structures import DataSample
+from torch import nn
+
+from dinomamba_mm.registry import MODELS
+
+
+@MODELS.register_module()
+class DINO(BaseSelfSupervisor):
+    """DINO self-supervised algorithm (Caron et al., 2021).
+
+    Student = ``backbone`` + ``neck`` (a :class:`DINOProjectionHead`); ``head`` is the loss
+    (:class:`DINOLossHead`, holding the centre and the teacher temperature). The teacher is a
+    copy of the student, ``teacher = ModuleDict(backbone=..., neck=...)``, that is never
+    trained by gradients (``requires_grad=False``, so mmengine's optimizer constructor leaves
+    it out when ``paramwise_cfg`` is set, as in our configs) and is updated only by
+    :meth:`update_teacher`: ``teacher <- m * teacher + (1 - m) * student`` for parameters,
+    buffers copied. :class:`DINOTeacherEMAHook` calls it after every optimizer step with the
+    cosine momentum schedule. The teacher stays in eval mode (no drop path), as DINO's teacher
+    is built without drop path.
+
+    Checkpoint keys (``state_dict``): student ``backbone.*`` / ``neck.*``; teacher
+    ``teacher.backbone.*`` / ``teacher.neck.*`` (the teacher backbone is the model to evaluate
+    and export, e.g. ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='teacher.backbone.')``);
+    buffers ``head.center`` (1, K), ``head.teacher_temp`` () and ``momentum`` () (the last
+    teacher momentum used).
+
+    Training input: a list of crops, each (B, 3, H_c, W_c), the ``num_teacher_crops`` global
+    crops first (the order :class:`DINOMultiCrop` produces). The teacher sees the global crops,
+    the student all crops; consecutive crops of one resolution go through the backbone as one
+    batch. ``extract_feat`` (and ``mode='tensor'``) runs the teacher backbone.
+
+    The backbone must return a (B, C) feature or a tuple whose last item is one (mmpretrain's
+    ``out_type='cls_token'``; DinoVim's class/register token output).
+
+    Args:
+        backbone (dict): Student backbone config.
+        neck (dict): Projection head config (:class:`DINOProjectionHead`).
+        head (dict): Loss head config (:class:`DINOLossHead`).
+        num_teacher_crops (int): How many leading crops are global (teacher) crops.
+            Defaults to 2.
+        data_preprocessor (dict, optional): Defaults to mmpretrain's
+            ``SelfSupDataPreprocessor`` (handles crops of different sizes).
+        pretrained (str, optional), init_cfg (dict, optional): as in BaseSelfSupervisor.
+    """
+
+    def __init__(self,
+                 backbone: dict,
+                 neck: dict,
+                 head: dict,
+                 num_teacher_crops: int = 2,
+                 pretrained: Optional[str] = None,
+                 data_preprocessor: Optional[Union[dict, nn.Module]] = None,
+                 init_cfg: Optional[dict] = None) -> None:
+        if neck is None or head is None:
+            raise ValueError('DINO needs a projection head (neck) and a loss head (head), '
+                             f'got neck={neck!r}, head={head!r}')
+        if not isinstance(num_teacher_crops, int) or num_teacher_crops < 1:
+            raise ValueError(f'num_teacher_crops must be a positive int, '
+                             f'got {num_teacher_crops!r}')
+        super().__init__(backbone=backbone, neck=neck, head=head, pretrained=pretrained,
+                         data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.num_teacher_crops = num_teacher_crops
+        self.teacher = nn.ModuleDict(
+            dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.register_buffer('momentum', torch.tensor(1.0))
+
+    def init_weights(self) -> None:
+        """Initialise the student, then start the teacher as an exact copy of it."""
+        super().init_weights()
+        self.teacher['backbone'].load_state_dict(self.backbone.state_dict())
+        self.teacher['neck'].load_state_dict(self.neck.state_dict())
+
+    def train(self, mode: bool = True) -> 'DINO':
+        """Set the student's mode; the teacher always stays in eval mode."""
+        super().train(mode)
+        self.teacher.eval()
+        return self
+
+    @torch.no_grad()
+    def update_teacher(self, momentum: float) -> None:
+        """EMA step ``teacher <- momentum * teacher + (1 - momentum) * student``.
+
+        Parameters are averaged, buffers are copied from the student. ``momentum`` is stored
+        in the ``momentum`` buffer.
+        """
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f'momentum must be in [0, 1], got {momentum}')
+        self.momentum.fill_(momentum)
+        for name in ('backbone', 'neck'):
+            student, teacher = getattr(self, name), self.teacher[name]
+            teacher_params = list(teacher.parameters())
+            student_params = [p.detach() for p in student.parameters()]
+            torch._foreach_mul_(teacher_params, momentum)
+            torch._foreach_add_(teacher_params, student_params, alpha=1.0 - momentum)
+            for t_buf, s_buf in zip(teacher.buffers(), student.buffers()):
+                t_buf.copy_(s_buf)
+
+    def extract_feat(self, inputs: torch.Tensor):
+        """Teacher backbone features of (B, 3, H, W) images (the model to evaluate/export)."""
+        return self.teacher['backbone'](inputs)
+
+    def loss(self, inputs: List[torch.Tensor],
+             data_samples: Optional[List[DataSample]] = None) -> dict:
+        """DINO loss of a multi-crop batch.
+
+        Args:
+            inputs (list[Tensor]): crops, each (B, 3, H_c, W_c), global crops first.
+            data_samples: unused.
+
+        Returns:
+            dict: ``loss`` plus ``teacher_temp`` and ``teacher_momentum`` for logging.
+        """
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f'inputs must be a list of crops, got {type(inputs).__name__}')
+        if len(inputs) <= self.num_teacher_crops:
+            raise ValueError(f'need more than num_teacher_crops={self.num_teacher_crops} '
+                             f'crops, got {len(inputs)}')
+        with torch.no_grad():
+            teacher_scores = self._project(self.teacher['backbone'], self.teacher['neck'],
+                                           inputs[:self.num_teacher_crops])
+        student_scores = self._project(self.backbone, self.neck, inputs)
+        loss = self.head.loss(student_scores, teacher_scores)
+        return dict(loss=loss,
+                    teacher_temp=self.head.teacher_temp.detach().clone(),
+                    teacher_momentum=self.momentum.detach().clone())
+
+    @staticmethod
+    def _project(backbone: nn.Module, neck: nn.Module,
+                 crops: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+        """Per-crop (B, K) scores; runs of same-size crops share one backbone call."""
+        batch_size = crops[0].shape[0]
+        for crop in crops:
+            if crop.dim() != 4 or crop.shape[0] != batch_size:
+                raise ValueError('every crop must be (B, C, H, W) with one B, got shapes '
+                                 f'{[tuple(c.shape) for c in crops]}')
+        features = []
+        start = 0
+        while start < len(crops):
+            end = start + 1
+            while end < len(crops) and crops[end].shape[-2:] == crops[start].shape[-2:]:
+                end += 1
+            out = backbone(torch.cat(list(crops[start:end])))
+            if isinstance(out, (tuple, list)):
+                out = out[-1]
+            if out.dim() != 2:
+                raise ValueError('the backbone must return (B, C) features (or a tuple ending '
+                                 f'with them), got shape {tuple(out.shape)}')
+            features.append(out)
+            start = end
+        return list(neck(torch.cat(features)).chunk(len(crops)))
