@@ -1,0 +1,8 @@
+from .cosine_weight_decay_hook import CosineWeightDecayHook
+from .dino_teacher_ema_hook import DINOTeacherEMAHook
+from .dino_teacher_temp_hook import DINOTeacherTempHook
+from .freeze_last_layer_hook import FreezeLastLayerHook
+
+__all__ = [
+    'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook'
+]

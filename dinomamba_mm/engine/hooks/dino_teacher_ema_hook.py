@@ -1,0 +1,44 @@
+"""Teacher EMA update of DINO with DINO's cosine momentum schedule."""
+from typing import Optional
+
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+
+from dinomamba_mm.registry import HOOKS
+from .cosine_schedule import cosine_schedule
+
+
+@HOOKS.register_module()
+class DINOTeacherEMAHook(Hook):
+    """After every optimizer step, update the teacher: ``teacher <- m * teacher + (1 - m) * student``.
+
+    The momentum follows ``m(it) = final + (base - final) * (1 + cos(pi * it / max_iters)) / 2``
+    for iteration ``it`` (0-based, the one just trained), as in DINO. It is a pure function
+    of the iteration, so a resumed run continues exactly (the value also lands in the model's
+    ``momentum`` buffer). Works with plain and DDP-wrapped models (it unwraps ``.module``);
+    the model must provide ``update_teacher(momentum)`` (:class:`dinomamba_mm.DINO`).
+
+    Args:
+        base_momentum (float): Momentum at iteration 0. Defaults to 0.996.
+        final_momentum (float): Momentum at the end of training. Defaults to 1.0.
+    """
+
+    priority = 'NORMAL'  # before CheckpointHook (VERY_LOW) so checkpoints hold the updated teacher
+
+    def __init__(self, base_momentum: float = 0.996, final_momentum: float = 1.0) -> None:
+        for name, value in (('base_momentum', base_momentum), ('final_momentum', final_momentum)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f'{name} must be in [0, 1], got {value}')
+        self.base_momentum = base_momentum
+        self.final_momentum = final_momentum
+
+    def momentum(self, it: int, max_iters: int) -> float:
+        """Teacher momentum for iteration ``it`` of ``max_iters``."""
+        return cosine_schedule(self.base_momentum, self.final_momentum, it, max_iters)
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Optional[dict] = None,
+                         outputs: Optional[dict] = None) -> None:
+        if not runner.optim_wrapper.should_update():
+            return  # gradient accumulation: the student did not change
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        model.update_teacher(self.momentum(runner.iter, runner.max_iters))

@@ -1,0 +1,51 @@
+"""DINO's teacher temperature warm-up."""
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+
+from dinomamba_mm.registry import HOOKS
+
+
+@HOOKS.register_module()
+class DINOTeacherTempHook(Hook):
+    """Set the teacher temperature of the loss head at the start of every epoch.
+
+    For epoch ``e`` (0-based) and ``W = warmup_epochs`` (DINO's ``np.linspace`` warm-up,
+    both ends included)::
+
+        temp(e) = warmup_teacher_temp + (teacher_temp - warmup_teacher_temp) * e / (W - 1)  if e < W
+        temp(e) = teacher_temp                                                              otherwise
+
+    (``W == 1`` gives ``warmup_teacher_temp`` for epoch 0.) The value is written into
+    ``model.head.teacher_temp`` (a buffer of :class:`DINOLossHead`). Stateless: a resumed run
+    gets the same values. The paper's recipe keeps 0.04 throughout (``warmup_epochs=0``);
+    DINO's own default is 0.04 -> 0.07 over 30 epochs.
+
+    Args:
+        warmup_teacher_temp (float): Temperature at epoch 0. Defaults to 0.04.
+        teacher_temp (float): Temperature after the warm-up. Defaults to 0.04.
+        warmup_epochs (int): Length of the warm-up in epochs. Defaults to 0.
+    """
+
+    def __init__(self, warmup_teacher_temp: float = 0.04, teacher_temp: float = 0.04,
+                 warmup_epochs: int = 0) -> None:
+        if warmup_teacher_temp <= 0 or teacher_temp <= 0:
+            raise ValueError('temperatures must be > 0, got warmup_teacher_temp='
+                             f'{warmup_teacher_temp}, teacher_temp={teacher_temp}')
+        if not isinstance(warmup_epochs, int) or warmup_epochs < 0:
+            raise ValueError(f'warmup_epochs must be an int >= 0, got {warmup_epochs!r}')
+        self.warmup_teacher_temp = warmup_teacher_temp
+        self.teacher_temp = teacher_temp
+        self.warmup_epochs = warmup_epochs
+
+    def temperature(self, epoch: int) -> float:
+        """Teacher temperature of ``epoch``."""
+        if epoch >= self.warmup_epochs:
+            return self.teacher_temp
+        if self.warmup_epochs == 1:
+            return self.warmup_teacher_temp
+        return self.warmup_teacher_temp + (self.teacher_temp - self.warmup_teacher_temp) * (
+            epoch / (self.warmup_epochs - 1))
+
+    def before_train_epoch(self, runner) -> None:
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        model.head.teacher_temp.fill_(self.temperature(runner.epoch))
