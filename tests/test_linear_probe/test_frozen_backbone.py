@@ -1,0 +1,85 @@
+import pytest
+import torch
+
+from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
+from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
+    teacher_backbone_state_dict
+
+VIT = dict(type='mmpretrain.VisionTransformer',
+           arch=dict(embed_dims=16, num_layers=1, num_heads=2,
+                     feedforward_channels=32),
+           img_size=32, patch_size=16, drop_path_rate=0.5)
+
+
+def _random_vit_state(seed):
+    torch.manual_seed(seed)
+    model = FrozenBackbone(VIT)
+    model.init_weights()
+    return {k: torch.randn_like(v) for k, v in
+            model.backbone.state_dict().items()}
+
+
+def test_loads_teacher_not_student_from_our_dino_checkpoint(tmp_path):
+    student, teacher = _random_vit_state(0), _random_vit_state(1)
+    state = {f'backbone.{k}': v for k, v in student.items()}
+    state.update({f'teacher.backbone.{k}': v for k, v in teacher.items()})
+    state['teacher.neck.w'] = torch.zeros(1)
+    path = tmp_path / 'dino.pth'
+    torch.save(dict(state_dict=state, meta=dict(epoch=1)), path)
+    model = FrozenBackbone(VIT, checkpoint=str(path))
+    model.init_weights()
+    for key, value in model.backbone.state_dict().items():
+        torch.testing.assert_close(value, teacher[key])
+
+
+def test_loads_dino_reference_layout_with_ddp_prefix():
+    teacher = {'module.backbone.a': torch.ones(1), 'module.head.b': torch.zeros(1)}
+    state = teacher_backbone_state_dict(
+        {'teacher': teacher, 'student': {}, 'epoch': 3})
+    assert list(state) == ['a']
+
+
+def test_plain_backbone_checkpoint_and_explicit_prefix():
+    ckpt = dict(state_dict={'backbone.a': torch.ones(1)})
+    assert list(teacher_backbone_state_dict(ckpt)) == ['a']
+    assert list(teacher_backbone_state_dict({'a': torch.ones(1)}, prefix='')) == ['a']
+
+
+def test_checkpoint_without_teacher_names_file_and_keys(tmp_path):
+    path = tmp_path / 'classifier.pth'
+    torch.save(dict(state_dict={'head.fc.weight': torch.zeros(2, 2)},
+                    meta={}), path)
+    model = FrozenBackbone(VIT, checkpoint=str(path))
+    with pytest.raises(ValueError) as info:
+        model.init_weights()
+    assert str(path) in str(info.value)
+    assert 'head.fc.weight' in str(info.value)
+
+
+def test_dino_checkpoint_with_only_student_is_rejected():
+    # teacher.* keys exist but no teacher backbone: never fall back to the student
+    ckpt = dict(state_dict={'backbone.a': torch.ones(1),
+                            'teacher.neck.b': torch.ones(1)})
+    with pytest.raises(ValueError, match='teacher.backbone.'):
+        teacher_backbone_state_dict(ckpt, source='x.pth')
+
+
+def test_wrong_architecture_is_an_error(tmp_path):
+    path = tmp_path / 'other.pth'
+    torch.save(dict(state_dict={'backbone.unrelated': torch.zeros(1)}), path)
+    model = FrozenBackbone(VIT, checkpoint=str(path))
+    with pytest.raises(ValueError, match='missing keys'):
+        model.init_weights()
+
+
+def test_frozen_eval_and_no_grad():
+    model = FrozenBackbone(VIT)
+    model.init_weights()
+    model.train()
+    assert not model.backbone.training
+    assert not any(p.requires_grad for p in model.parameters())
+    x = torch.randn(2, 3, 32, 32, requires_grad=True)
+    out = model(x)
+    assert not out[0].requires_grad
+    # eval mode: drop path 0.5 is off, so two calls agree exactly
+    torch.testing.assert_close(model(x)[0], out[0])
