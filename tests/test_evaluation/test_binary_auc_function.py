@@ -12,12 +12,15 @@ def _sklearn_aucs(scores, mask):
     return np.array([roc_auc_score(m.ravel(), s.ravel()) for s, m in zip(scores, mask)])
 
 
+@pytest.mark.parametrize('dtype', [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize('levels', [None, 7, 2])
-def test_exact_equals_sklearn_with_and_without_ties(levels):
+def test_exact_equals_sklearn_with_and_without_ties(levels, dtype):
     rng = np.random.default_rng(levels or 0)
     scores = rng.standard_normal((5, 23, 31))
     if levels is not None:  # few distinct values: many ties inside and across classes
         scores = np.floor(scores * levels / 2) / levels
+        scores[:, 1, :5] = -0.0  # equal to +0.0 although its bits differ
+    scores = scores.astype(dtype)
     mask = rng.random((5, 23, 31)) < rng.uniform(0.05, 0.9, size=(5, 1, 1))
     mask[:, 0, 0], mask[:, 0, 1] = True, False
     aucs = binary_auc(scores, mask, mode='exact')

@@ -8,8 +8,9 @@ TPR(t) = |Mask_t n FG| / |FG| and FPR(t) = |Mask_t n BG| / |BG|; Binary-AUC is t
 Two modes:
 
 - ``'exact'``: the area under the ROC curve over all distinct scores, computed as the
-  Mann-Whitney statistic P(S_fg > S_bg) + 0.5 P(S_fg = S_bg) from two sorts and two binary
-  searches per map; ties are counted half, which is what ``sklearn.metrics.roc_auc_score`` gives.
+  Mann-Whitney statistic P(S_fg > S_bg) + 0.5 P(S_fg = S_bg), ties counted half, which is what
+  ``sklearn.metrics.roc_auc_score`` gives. float16/32 maps: one sort of 64-bit (score, label)
+  keys per map; float64 maps: a sort per class and two binary searches.
   Invariant to any strictly increasing transform of S, so min-max normalisation is irrelevant here.
 - ``'binned'``: S is min-max normalised per map to [0, 1] and quantised into ``num_thresholds``
   equal bins (thresholds t_k = k / T, k = 0..T-1); one ``bincount`` per batch of maps gives the
@@ -75,14 +76,54 @@ def _check_inputs(score_map: ArrayLike,
 
 def _exact_auc(scores: np.ndarray, mask: np.ndarray) -> float:
     """Mann-Whitney AUC of one map: scores (P,), mask (P,) with both classes present."""
+    if scores.dtype.itemsize <= 4:
+        below, tied = _pair_counts_packed(scores.astype(np.float32, copy=False), mask)
+    else:
+        below, tied = _pair_counts_split(scores, mask)
+    num_fg = int(np.count_nonzero(mask))
+    return (float(below) + 0.5 * float(tied)) / (
+        float(num_fg) * float(mask.size - num_fg))
+
+
+def _pair_counts_split(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
+    """(# (fg, bg) pairs with S_bg < S_fg, # pairs with S_bg == S_fg) for any float dtype."""
     positive = np.sort(scores[mask])
     negative = np.sort(scores[~mask])
     below = np.searchsorted(negative, positive, side='left').sum(dtype=np.int64)
     below_or_tied = np.searchsorted(
         negative, positive, side='right').sum(dtype=np.int64)
-    tied = below_or_tied - below
-    return (float(below) + 0.5 * float(tied)) / (
-        float(positive.size) * float(negative.size))
+    return int(below), int(below_or_tied - below)
+
+
+def _pair_counts_packed(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
+    """The pair counts of ``_pair_counts_split`` from one sort of 64-bit keys (float32 only).
+
+    Key = (order-preserving uint32 image of the score) << 1 | is_fg, so after sorting, the
+    background pixels of a run of equal scores precede its foreground pixels and the number of
+    background pixels at or before a foreground pixel counts the pairs with S_bg <= S_fg.
+    """
+    bits = (scores + np.float32(0)).view(np.uint32)  # + 0 turns -0.0 into +0.0
+    ordered = np.where(bits >> np.uint32(31) != 0, ~bits, bits | np.uint32(0x80000000))
+    keys = ordered.astype(np.uint64)
+    keys <<= np.uint64(1)
+    keys |= mask
+    keys.sort()
+    is_fg = (keys & np.uint64(1)).astype(bool)
+    is_bg = ~is_fg
+    keys >>= np.uint64(1)
+    bg_up_to = np.cumsum(is_bg)
+    below_or_tied = int(bg_up_to[is_fg].sum(dtype=np.int64))
+    run_starts = np.empty(keys.size, dtype=bool)
+    run_starts[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=run_starts[1:])
+    if run_starts.all():
+        return below_or_tied, 0
+    # background pixels strictly below a run = background count before the run's first pixel
+    first = np.where(run_starts, np.arange(keys.size), 0)
+    np.maximum.accumulate(first, out=first)
+    bg_before_run = (bg_up_to - is_bg)[first]
+    below = int(bg_before_run[is_fg].sum(dtype=np.int64))
+    return below, below_or_tied - below
 
 
 def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,
