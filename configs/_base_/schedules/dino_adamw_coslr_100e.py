@@ -1,0 +1,39 @@
+# DINO's optimisation recipe (PAPER.md section 4), 100 epochs.
+# lr 5e-4 for a total batch of 256, scaled linearly to the real total batch by `auto_scale_lr`
+# (enabled here: the recipe always scales); 10 warm-up epochs from ~0, then cosine to 1e-6,
+# both stepped per iteration. Weight decay 0.04 -> 0.4 (cosine per iteration) on weights only:
+# biases and all 1-D parameters (norms, A_log, D, dt_bias) get none. Gradients clipped to
+# norm 3.0. bf16 autocast. The EMA teacher has requires_grad=False, so the optimizer
+# constructor (with a paramwise_cfg) leaves it out.
+optim_wrapper = dict(
+    type='AmpOptimWrapper',
+    dtype='bfloat16',
+    optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999), weight_decay=0.04),
+    clip_grad=dict(max_norm=3.0),
+    paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
+
+warmup_epochs = 10
+max_epochs = 100
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-9, end_factor=1.0, by_epoch=True, begin=0,
+         end=warmup_epochs, convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', T_max=max_epochs - warmup_epochs, eta_min=1e-6,
+         by_epoch=True, begin=warmup_epochs, end=max_epochs, convert_to_iter_based=True),
+]
+auto_scale_lr = dict(base_batch_size=256, enable=True)
+
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
+
+# The schedules mmengine lacks (dinomamba_mm/engine/hooks).
+custom_hooks = [
+    # teacher <- m teacher + (1 - m) student after every step, m cosine 0.996 -> 1
+    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.996, final_momentum=1.0),
+    # the paper keeps the teacher temperature at 0.04 (DINO's default: 0.04 -> 0.07 over 30)
+    dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
+         teacher_temp=0.04, warmup_epochs=0),
+    # from the optimizer's weight_decay (0.04) to 0.4
+    dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),
+    # no update of the projection head's last layer during the first epoch
+    dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
+         module_name='neck.last_layer'),
+]
