@@ -1,0 +1,206 @@
+"""The synthetic shapes dataset: shapes, the three layouts through the STOCK dataset classes of
+mmpretrain / mmseg / mmdet, determinism, and errors for bad paths."""
+import hashlib
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(REPO, 'tools', 'data'))
+
+import make_synthetic  # noqa: E402
+from synthetic_layout import check_layout  # noqa: E402
+
+TINY = dict(seed=3, num_train=14, num_val=7, size=64, seg_size=80, det_size=96)
+
+
+@pytest.fixture(scope='module')
+def tiny_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('synthetic'))
+    manifest = make_synthetic.make_synthetic(root, **TINY)
+    return root, manifest
+
+
+def _digest_tree(root):
+    digests = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = osp.join(folder, name)
+            with open(path, 'rb') as f:
+                digests[osp.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return digests
+
+
+# Areas of the shapes inscribed in the unit disc, derived by hand.
+_STAR_INNER, _STAR_HALF_POINT = 0.42, np.pi / 5
+EXPECTED_AREAS = {
+    'circle': np.pi,
+    'ring': np.pi * (1 - 0.55**2),
+    'square': 2.0,  # half side 1/sqrt(2)
+    'triangle': 3 * 3**0.5 / 4,  # equilateral, circumradius 1
+    'hexagon': 3 * 3**0.5 / 2,  # regular, circumradius 1
+    'cross': 2 * (0.56 * 1.84) - 0.56**2,  # two 0.56 x 1.84 bars minus their overlap
+    'star': 10 * 0.5 * _STAR_INNER * np.sin(_STAR_HALF_POINT),  # ten (tip, notch) triangles
+}
+
+
+@pytest.mark.parametrize('name', make_synthetic.SHAPES)
+def test_shape_areas_match_geometry(name):
+    n = 1201
+    coords = (np.arange(n) + 0.5) / n * 2 - 1
+    u, v = np.meshgrid(coords, coords)
+    area = make_synthetic.shape_mask(name, u, v).mean() * 4.0
+    assert area == pytest.approx(EXPECTED_AREAS[name], rel=0.01)
+    # inscribed in the unit disc
+    assert not make_synthetic.shape_mask(name, u, v)[u * u + v * v > 1.0001].any()
+
+
+def test_rle_round_trips_through_pycocotools():
+    from pycocotools import mask as mask_utils
+    rng = np.random.default_rng(0)
+    for first in (0, 1):
+        mask = rng.random((7, 5)) < 0.5
+        mask[0, 0] = bool(first)
+        rle = make_synthetic.mask_to_rle(mask)
+        decoded = mask_utils.decode(mask_utils.frPyObjects(rle, 7, 5))
+        np.testing.assert_array_equal(decoded.astype(bool), mask)
+
+
+def test_cls_layout_loads_with_mmpretrain(tiny_root):
+    from mmpretrain.datasets import CustomDataset, ImageNet
+    from mmpretrain.datasets.transforms import LoadImageFromFile
+    root, manifest = tiny_root
+    classes = manifest['classes']
+    for split in ('train', 'val'):
+        dataset = ImageNet(data_root=osp.join(root, 'cls'), split=split,
+                           metainfo=dict(classes=classes),
+                           pipeline=[LoadImageFromFile()])
+        assert len(dataset) == TINY[f'num_{split}']
+        recorded = {r['file']: r['label'] for r in manifest['cls'][split]}
+        for i in range(len(dataset)):
+            info = dataset.get_data_info(i)
+            rel = osp.relpath(info['img_path'], osp.join(root, 'cls', split))
+            assert info['gt_label'] == recorded[rel]
+            assert rel.split(os.sep)[0] == classes[recorded[rel]]
+        sample = dataset[0]
+        assert sample['img'].shape == (TINY['size'], TINY['size'], 3)
+    # the folder scan (no ann_file) infers the same labels: default classes are sorted
+    scanned = CustomDataset(data_root=osp.join(root, 'cls'), data_prefix='train')
+    assert list(scanned.CLASSES) == classes
+    assert sorted(int(x) for x in scanned.get_gt_labels()) == sorted(
+        r['label'] for r in manifest['cls']['train'])
+
+
+def test_ade_layout_loads_with_mmseg(tiny_root):
+    from mmseg.datasets import BaseSegDataset
+    from mmseg.datasets.transforms import LoadAnnotations
+    root, manifest = tiny_root
+    for split, folder in (('train', 'training'), ('val', 'validation')):
+        dataset = BaseSegDataset(
+            data_root=osp.join(root, 'ade'), img_suffix='.jpg', seg_map_suffix='.png',
+            reduce_zero_label=True, metainfo=dict(classes=tuple(manifest['classes'])),
+            data_prefix=dict(img_path=f'images/{folder}',
+                             seg_map_path=f'annotations/{folder}'),
+            pipeline=[LoadAnnotations()])
+        assert len(dataset) == TINY[f'num_{split}']
+        for i, record in enumerate(manifest['ade'][split]):
+            sample = dataset[i]
+            assert osp.basename(sample['seg_map_path']) == record['file'] + '.png'
+            seg = sample['gt_seg_map']
+            assert seg.shape == (TINY['seg_size'], TINY['seg_size'])
+            expected = {}
+            for obj in record['objects']:  # reduce_zero_label: class k (1-based) -> k - 1
+                expected[obj['label']] = expected.get(obj['label'], 0) + obj['area']
+            expected[255] = seg.size - sum(expected.values())  # background is ignored
+            values, counts = np.unique(seg, return_counts=True)
+            assert dict(zip(values.tolist(), counts.tolist())) == {
+                k: v for k, v in expected.items() if v > 0}
+
+
+def test_coco_layout_loads_with_mmdet(tiny_root):
+    from mmdet.datasets import CocoDataset
+    from mmcv.transforms import LoadImageFromFile
+    from mmdet.datasets.transforms import LoadAnnotations
+    root, manifest = tiny_root
+    classes = tuple(manifest['classes'])
+    for split in ('train', 'val'):
+        ann_file = osp.join(root, 'coco', 'annotations', f'instances_{split}2017.json')
+        with open(ann_file) as f:
+            raw = json.load(f)
+        dataset = CocoDataset(
+            data_root=osp.join(root, 'coco'),
+            ann_file=f'annotations/instances_{split}2017.json',
+            data_prefix=dict(img=f'{split}2017/'), metainfo=dict(classes=classes),
+            filter_cfg=dict(filter_empty_gt=True, min_size=1),
+            pipeline=[LoadImageFromFile(),
+                      LoadAnnotations(with_bbox=True, with_mask=True)])
+        assert len(dataset) == TINY[f'num_{split}']  # no image is empty
+        per_image = {}
+        for ann in raw['annotations']:
+            per_image.setdefault(ann['image_id'], []).append(ann)
+        for i in range(len(dataset)):
+            info = dataset.get_data_info(i)
+            sample = dataset[i]
+            anns = per_image[info['img_id']]
+            masks = sample['gt_masks'].to_ndarray().astype(bool)
+            assert masks.shape == (len(anns), TINY['det_size'], TINY['det_size'])
+            assert not (masks.sum(0) > 1).any(), 'visible parts are disjoint'
+            labels = sample['gt_bboxes_labels'].tolist()
+            assert [classes[k] for k in labels] == [
+                raw['categories'][a['category_id'] - 1]['name'] for a in anns]
+            for mask, box, ann in zip(masks, sample['gt_bboxes'].numpy(), anns):
+                rows, cols = np.nonzero(mask)
+                np.testing.assert_array_equal(
+                    box, [cols.min(), rows.min(), cols.max() + 1, rows.max() + 1])
+                assert mask.sum() == ann['area'] and ann['iscrowd'] == 0
+
+
+def test_rerun_writes_identical_bytes(tiny_root, tmp_path):
+    root, _ = tiny_root
+    make_synthetic.make_synthetic(str(tmp_path / 'again'), **TINY)
+    assert _digest_tree(str(tmp_path / 'again')) == _digest_tree(root)
+    # rerunning into the same folder replaces the previous output
+    small = dict(TINY, num_train=3, num_val=2)
+    make_synthetic.make_synthetic(str(tmp_path / 'again'), **small)
+    assert len(os.listdir(tmp_path / 'again' / 'coco' / 'train2017')) == 3
+    other = dict(small, seed=TINY['seed'] + 1)
+    make_synthetic.make_synthetic(str(tmp_path / 'other'), **other)
+    first, second = (_digest_tree(str(tmp_path / n)) for n in ('again', 'other'))
+    assert first.keys() == second.keys() and first != second
+
+
+def test_bad_out_and_missing_layout_are_reported(tmp_path):
+    a_file = tmp_path / 'file.txt'
+    a_file.write_text('x')
+    with pytest.raises(ValueError, match='file.txt'):
+        make_synthetic.make_synthetic(str(a_file), **TINY)
+    foreign = tmp_path / 'foreign'
+    foreign.mkdir()
+    (foreign / 'keep.me').write_text('x')
+    with pytest.raises(ValueError, match='foreign'):
+        make_synthetic.make_synthetic(str(foreign), **TINY)
+    assert os.listdir(foreign) == ['keep.me']
+    with pytest.raises(ValueError, match='num_train'):
+        make_synthetic.make_synthetic(str(tmp_path / 'n'), **dict(TINY, num_train=0))
+
+    with pytest.raises(FileNotFoundError, match='images/training') as error:
+        check_layout(str(tmp_path / 'nowhere'), 'ade')
+    assert 'nowhere' in str(error.value)
+    (tmp_path / 'half' / 'train2017').mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match='instances_train2017.json'):
+        check_layout(str(tmp_path / 'half'), 'coco')
+
+
+def test_command_line_reports_a_bad_out(tmp_path):
+    a_file = tmp_path / 'not_a_dir'
+    a_file.write_text('x')
+    result = subprocess.run(
+        [sys.executable, osp.join(REPO, 'tools', 'data', 'make_synthetic.py'),
+         '--out', str(a_file)], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert 'not_a_dir' in result.stderr and 'not a directory' in result.stderr
