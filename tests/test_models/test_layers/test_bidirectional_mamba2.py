@@ -1,0 +1,144 @@
+"""BidirectionalMamba2Mixer vs an independent float64 per-token recurrence of the paper's block.
+
+The oracle follows the paper code's definition literally: the backward direction runs the
+FLIPPED sequence through a causal conv and a forward scan and flips the result back; the module
+under test never flips (anti-causal conv, reverse scan).
+"""
+import math
+
+import pytest
+import torch
+
+from dinomamba_mm.models.layers import MIXING_MATRIX_KEYS, BidirectionalMamba2Mixer
+
+
+def _randomise(mixer: BidirectionalMamba2Mixer, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in mixer.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
+        mixer.A_log.copy_(torch.rand(mixer.num_heads, generator=gen).mul(2).log1p())
+        mixer.A_log_b.copy_(torch.rand(mixer.num_heads, generator=gen).mul(2).log1p())
+
+
+def _causal_conv_silu(seq, weight, bias):
+    """seq (L, C), weight (C, 1, K), bias (C,): out_t = silu(b + sum_k w_k seq_{t-K+1+k})."""
+    length, channels = seq.shape
+    width = weight.shape[-1]
+    out = torch.zeros_like(seq)
+    for t in range(length):
+        for c in range(channels):
+            acc = bias[c].item()
+            for k in range(width):
+                src = t - (width - 1) + k
+                if src >= 0:
+                    acc += weight[c, 0, k].item() * seq[src, c].item()
+            out[t, c] = acc / (1 + math.exp(-acc))
+    return out
+
+
+def _scan(x, dt, a, b, c, d):
+    """Sequential SSD: x (L,H,P), dt (L,H) after softplus, a (H,), b/c (L,G,N), d (H,)."""
+    length, heads, headdim = x.shape
+    groups, state = b.shape[1:]
+    y = torch.zeros_like(x)
+    for h in range(heads):
+        g = h // (heads // groups)
+        hstate = torch.zeros(headdim, state, dtype=x.dtype)
+        for t in range(length):
+            hstate = math.exp(dt[t, h].item() * a[h].item()) * hstate + \
+                dt[t, h] * torch.outer(x[t, h], b[t, g])
+            y[t, h] = hstate @ c[t, g] + d[h] * x[t, h]
+    return y
+
+
+def _gated_norm(y, z, weight, group_size, eps):
+    gated = y * z / (1 + torch.exp(-z))
+    groups = gated.reshape(*gated.shape[:-1], -1, group_size)
+    rms = torch.sqrt((groups**2).mean(-1, keepdim=True) + eps)
+    return (groups / rms).reshape(gated.shape) * weight
+
+
+def _paper_block(mixer: BidirectionalMamba2Mixer, u: torch.Tensor):
+    """float64 oracle for one sequence u (L, D). Returns (out, y_fwd, y_bwd) before gating."""
+    p = {k: v.detach().double() for k, v in mixer.state_dict().items()}
+    di, n, g, heads = mixer.d_inner, mixer.d_state, mixer.ngroups, mixer.num_heads
+    zxbcdt = u @ p['in_proj.weight'].T
+    z, xbc, dt = zxbcdt[:, :di], zxbcdt[:, di:2 * di + 2 * g * n], zxbcdt[:, -heads:]
+
+    def direction(seq_xbc, seq_dt, conv_w, conv_b, dt_bias, a_log, d):
+        conv = _causal_conv_silu(seq_xbc, conv_w, conv_b)
+        x = conv[:, :di].reshape(-1, heads, mixer.headdim)
+        b = conv[:, di:di + g * n].reshape(-1, g, n)
+        c = conv[:, di + g * n:].reshape(-1, g, n)
+        dtp = torch.nn.functional.softplus(seq_dt + dt_bias)
+        return _scan(x, dtp, -torch.exp(a_log), b, c, d).reshape(-1, di)
+
+    y_fwd = direction(xbc, dt, p['conv1d.weight'], p['conv1d.bias'], p['dt_bias'],
+                      p['A_log'], p['D'])
+    y_bwd = direction(xbc.flip(0), dt.flip(0), p['conv1d_b.weight'], p['conv1d_b.bias'],
+                      p['dt_b_bias'], p['A_log_b'], p['D_b']).flip(0)
+    group_size = di // g
+    mixed = (_gated_norm(y_fwd, z, p['norm.weight'], group_size, 1e-5)
+             + _gated_norm(y_bwd, z, p['norm_b.weight'], group_size, 1e-5)) / 2
+    return mixed @ p['out_proj.weight'].T, y_fwd, y_bwd
+
+
+@pytest.mark.parametrize('ngroups', [1, 2])
+def test_mixer_matches_float64_recurrence(ngroups):
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(8, d_state=4, d_conv=3, expand=2, headdim=4,
+                                     ngroups=ngroups, chunk_size=4)
+    _randomise(mixer, seed=ngroups)
+    u = torch.randn(2, 11, 8)  # L = 11: three chunks of 4, the last one partial
+    out = mixer(u)
+    assert out.shape == (2, 11, 8)
+    for b in range(2):
+        expected, _, _ = _paper_block(mixer, u[b].double())
+        torch.testing.assert_close(out[b].double(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_ssd_inputs_and_mixing_matrices_reproduce_each_direction():
+    torch.manual_seed(1)
+    mixer = BidirectionalMamba2Mixer(8, d_state=4, d_conv=4, headdim=4, chunk_size=8)
+    _randomise(mixer, seed=3)
+    u = torch.randn(1, 9, 8)
+    inputs = mixer.ssd_inputs(u)
+    assert set(inputs) == {'forward', 'backward', 'z'}
+    assert set(MIXING_MATRIX_KEYS) <= set(inputs['forward'])
+    assert inputs['forward']['reverse'] is False and inputs['backward']['reverse'] is True
+    assert inputs['forward']['B'].shape == (1, 9, 1, 4)
+    m_fwd, m_bwd = mixer.mixing_matrices(u)
+    assert m_fwd.shape == m_bwd.shape == (1, mixer.num_heads, 9, 9)
+    # causal forward, anti-causal backward
+    assert torch.all(m_fwd[0].triu(1) == 0) and torch.all(m_bwd[0].tril(-1) == 0)
+    _, y_fwd, y_bwd = _paper_block(mixer, u[0].double())
+    for m, name, expected in ((m_fwd, 'forward', y_fwd), (m_bwd, 'backward', y_bwd)):
+        x = inputs[name]['x']
+        y = torch.einsum('bhij,bjhp->bihp', m, x) + inputs[name]['D'][:, None] * x
+        torch.testing.assert_close(y[0].reshape(9, -1).double(), expected, rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_mixer_init_follows_mamba2():
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(64, headdim=16, d_state=8)
+    for name in ('dt_bias', 'dt_b_bias'):
+        dt = torch.nn.functional.softplus(getattr(mixer, name))
+        assert dt.min() >= 1e-3 - 1e-7 and dt.max() <= 0.1 + 1e-7
+    for name in ('A_log', 'A_log_b'):
+        a = getattr(mixer, name).exp()
+        assert a.min() >= 1 and a.max() <= 16
+    assert mixer.in_proj.bias is None and mixer.out_proj.bias is None
+    assert mixer.conv1d.bias is not None and mixer.conv1d_b.bias is not None
+    assert mixer.in_proj.weight.shape == (2 * 128 + 2 * 8 + 8, 64)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(headdim=5), 'headdim'),
+    (dict(headdim=4, ngroups=3), 'ngroups'),
+    (dict(headdim=4, A_init_range=(0, 4)), 'A_init_range'),
+])
+def test_mixer_rejects_bad_sizes(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BidirectionalMamba2Mixer(8, d_state=4, **kwargs)
