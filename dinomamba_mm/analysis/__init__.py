@@ -1,0 +1,13 @@
+from .class_token_maps import (ClassTokenMaps, class_token_attention, class_token_similarity,
+                               extract_class_token_maps)
+from .mixing_matrix import (capture_mixer_inputs, find_mixer, linear_attention_matrix,
+                            mamba_mixing_matrices, mixer_mixing_matrices,
+                            softmax_attention_matrix)
+from .token_layout import TokenLayout, token_layout
+
+__all__ = [
+    'ClassTokenMaps', 'class_token_attention', 'class_token_similarity',
+    'extract_class_token_maps', 'capture_mixer_inputs', 'find_mixer',
+    'linear_attention_matrix', 'mamba_mixing_matrices', 'mixer_mixing_matrices',
+    'softmax_attention_matrix', 'TokenLayout', 'token_layout'
+]
