@@ -1,0 +1,167 @@
+"""DINO algorithm: EMA teacher, multi-crop forward, optimizer exclusion, teacher features."""
+import numpy as np
+import pytest
+import torch
+from mmengine.optim import DefaultOptimWrapperConstructor
+
+import dinomamba_mm  # noqa: F401
+from dinomamba_mm.registry import MODELS
+
+VIT = dict(type='mmpretrain.VisionTransformer',
+           arch=dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+           img_size=32, patch_size=8, out_type='cls_token', drop_path_rate=0.1)
+DINOVIM = dict(type='dinomamba_mm.DinoVim',
+               arch=dict(embed_dims=16, num_layers=2, headdim=8, d_state=4),
+               img_size=32, patch_size=8, out_type='cls_token', drop_path_rate=0.1)
+K = 12
+
+
+def build(backbone=VIT):
+    torch.manual_seed(0)
+    model = MODELS.build(dict(
+        type='DINO',
+        backbone=backbone,
+        neck=dict(type='dinomamba_mm.DINOProjectionHead', in_channels=16, out_channels=K,
+                  hidden_channels=24, bottleneck_channels=8),
+        head=dict(type='dinomamba_mm.DINOLossHead', out_channels=K, teacher_temp=0.05),
+        data_preprocessor=dict(type='mmpretrain.SelfSupDataPreprocessor',
+                               mean=[0., 0., 0.], std=[1., 1., 1.])))
+    model.init_weights()
+    return model
+
+
+def crops(batch=2, num_global=2, num_local=3):
+    g = torch.Generator().manual_seed(1)
+    return ([torch.randn(batch, 3, 32, 32, generator=g) for _ in range(num_global)]
+            + [torch.randn(batch, 3, 16, 16, generator=g) for _ in range(num_local)])
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize('backbone', [VIT, DINOVIM], ids=['vit', 'dinovim'])
+def test_teacher_is_frozen_copy_in_eval_mode(backbone):
+    model = build(backbone)
+    student = {**{f'backbone.{k}': v for k, v in model.backbone.state_dict().items()},
+               **{f'neck.{k}': v for k, v in model.neck.state_dict().items()}}
+    teacher = model.teacher.state_dict()
+    assert set(teacher) == set(student)
+    assert all(torch.equal(teacher[k], student[k]) for k in student)
+    assert not any(p.requires_grad for p in model.teacher.parameters())
+    model.train()
+    assert model.backbone.training and not model.teacher.training
+    assert not any(m.training for m in model.teacher.modules())
+    keys = model.state_dict().keys()
+    assert {'momentum', 'head.center', 'head.teacher_temp'} <= set(keys)
+    assert any(k.startswith('teacher.backbone.') for k in keys)
+
+
+def test_optimizer_never_sees_teacher():
+    model = build()
+    constructor = DefaultOptimWrapperConstructor(
+        dict(type='OptimWrapper',
+             optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.04)),
+        paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
+    optim = constructor(model)
+    in_optimizer = {id(p): g['weight_decay'] for g in optim.param_groups for p in g['params']}
+    names = dict(model.named_parameters())
+    for name, param in names.items():
+        if name.startswith('teacher.') or name.endswith('original0'):
+            assert id(param) not in in_optimizer, name
+        else:
+            assert id(param) in in_optimizer, name
+            expected = 0. if (name.endswith('bias') or param.ndim == 1) else 0.04
+            assert in_optimizer[id(param)] == expected, name
+
+
+def test_update_teacher_is_ema():
+    model = build()
+    with torch.no_grad():
+        for p in [*model.backbone.parameters(), *model.neck.parameters()]:
+            p.add_(torch.randn_like(p))
+    before_t = {k: v.double().clone() for k, v in model.teacher.state_dict().items()}
+    student = {**{f'backbone.{k}': v.double() for k, v in model.backbone.state_dict().items()},
+               **{f'neck.{k}': v.double() for k, v in model.neck.state_dict().items()}}
+    m = 0.9
+    model.update_teacher(m)
+    after = model.teacher.state_dict()
+    for key, old in before_t.items():
+        np.testing.assert_allclose(after[key].double().numpy(),
+                                   (m * old + (1 - m) * student[key]).numpy(),
+                                   rtol=1e-6, atol=1e-7, err_msg=key)
+    assert model.momentum.item() == pytest.approx(m)
+    with pytest.raises(ValueError, match='momentum'):
+        model.update_teacher(1.5)
+
+
+def test_loss_equals_per_crop_computation_and_batches_by_resolution():
+    model = build()
+    model.train()
+    with torch.no_grad():  # a teacher different from the student, and a non-zero centre
+        for p in model.teacher.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+        model.head.center.normal_()
+    inputs = crops()
+    calls = {'student': [], 'teacher': []}
+    model.backbone.register_forward_hook(
+        lambda m, i, o: calls['student'].append(i[0].shape[0]))
+    model.teacher['backbone'].register_forward_hook(
+        lambda m, i, o: calls['teacher'].append(i[0].shape[0]))
+    model.eval()  # no drop path: the second formulation below must see the same network
+    center = model.head.center.double().numpy().copy()
+    loss = model.loss(inputs)['loss']
+    assert calls == {'student': [4, 6], 'teacher': [4]}  # 2 global + 3 local crops, B = 2
+
+    with torch.no_grad():  # second formulation: every crop on its own, float64 numpy loss
+        def scores(backbone, neck, crop):
+            return neck(backbone(crop)[-1]).double().numpy()
+        t = [scores(model.teacher['backbone'], model.teacher['neck'], c) for c in inputs[:2]]
+        s = [scores(model.backbone, model.neck, c) for c in inputs]
+    total, pairs = 0.0, 0
+    for i, ti in enumerate(t):
+        p_t = _softmax((ti - center) / 0.05)
+        for j, sj in enumerate(s):
+            if i != j:
+                total += np.mean(np.sum(-p_t * np.log(_softmax(sj / 0.1)), axis=-1))
+                pairs += 1
+    assert pairs == 8
+    assert loss.item() == pytest.approx(total / pairs, rel=1e-5)
+
+
+@pytest.mark.parametrize('backbone', [VIT, DINOVIM], ids=['vit', 'dinovim'])
+def test_gradients_reach_student_only(backbone):
+    model = build(backbone)
+    model.train()
+    out = model.loss(crops())
+    assert set(out) == {'loss', 'teacher_temp', 'teacher_momentum'}
+    out['loss'].backward()
+    assert all(p.grad is None for p in model.teacher.parameters())
+    grads = [p.grad for p in model.backbone.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads)
+    assert model.neck.last_layer.parametrizations.weight.original1.grad.abs().sum() > 0
+
+
+def test_extract_feat_uses_teacher_backbone():
+    model = build()
+    model.eval()
+    with torch.no_grad():
+        for p in model.teacher['backbone'].parameters():
+            p.add_(0.1)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        feats = model(x, mode='tensor')
+        assert torch.equal(feats[-1], model.teacher['backbone'](x)[-1])
+        assert not torch.allclose(feats[-1], model.backbone(x)[-1])
+
+
+def test_bad_input():
+    model = build()
+    with pytest.raises(TypeError, match='list of crops'):
+        model.loss(torch.zeros(2, 3, 32, 32))
+    with pytest.raises(ValueError, match='num_teacher_crops=2'):
+        model.loss(crops(num_local=0))
+    with pytest.raises(ValueError, match=r'\(B, C, H, W\) with one B'):
+        model.loss([torch.zeros(2, 3, 32, 32), torch.zeros(3, 3, 32, 32),
+                    torch.zeros(2, 3, 16, 16)])
