@@ -1,0 +1,182 @@
+"""DINO schedule hooks against DINO's numpy schedules, with a stand-in runner."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from mmengine.optim import OptimWrapper
+from mmengine.registry import MODEL_WRAPPERS
+from torch import nn
+
+import dinomamba_mm  # noqa: F401
+from dinomamba_mm.engine.hooks import (CosineWeightDecayHook, DINOTeacherEMAHook,
+                                       DINOTeacherTempHook, FreezeLastLayerHook)
+from dinomamba_mm.registry import HOOKS
+
+
+def dino_cosine(base, final, epochs, niter_per_ep):
+    """DINO's utils.cosine_scheduler without warm-up, values per iteration."""
+    iters = np.arange(epochs * niter_per_ep)
+    return final + 0.5 * (base - final) * (1 + np.cos(np.pi * iters / len(iters)))
+
+
+@MODEL_WRAPPERS.register_module()
+class _StandInDDP(nn.Module):
+    """Stands for MMDistributedDataParallel: the real model is ``.module``."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+
+class _EMAModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.momenta = []
+
+    def update_teacher(self, momentum):
+        self.momenta.append(momentum)
+
+
+def test_hooks_registered():
+    for name in ('DINOTeacherEMAHook', 'DINOTeacherTempHook', 'CosineWeightDecayHook',
+                 'FreezeLastLayerHook'):
+        assert HOOKS.get(name) is not None
+
+
+@pytest.mark.parametrize('wrap', [False, True], ids=['plain', 'ddp'])
+def test_teacher_momentum_schedule(wrap):
+    epochs, niter = 3, 4
+    expected = dino_cosine(0.996, 1.0, epochs, niter)
+    model = _EMAModel()
+    optim = SimpleNamespace(should_update=lambda: True)
+    runner = SimpleNamespace(model=_StandInDDP(model) if wrap else model,
+                             max_iters=epochs * niter, optim_wrapper=optim)
+    hook = DINOTeacherEMAHook(base_momentum=0.996, final_momentum=1.0)
+    for it in range(epochs * niter):
+        runner.iter = it
+        hook.after_train_iter(runner, batch_idx=it % niter)
+    np.testing.assert_allclose(model.momenta, expected, rtol=0, atol=1e-12)
+    assert model.momenta[0] == 0.996 and model.momenta[-1] < 1.0
+    # gradient accumulation: no optimizer step, no teacher update
+    runner.optim_wrapper = SimpleNamespace(should_update=lambda: False)
+    hook.after_train_iter(runner, batch_idx=0)
+    assert len(model.momenta) == epochs * niter
+    with pytest.raises(ValueError, match='base_momentum'):
+        DINOTeacherEMAHook(base_momentum=1.2)
+
+
+@pytest.mark.parametrize('warmup,start,end', [(30, 0.04, 0.07), (0, 0.04, 0.04), (1, 0.03, 0.07)])
+def test_teacher_temperature_warmup(warmup, start, end):
+    epochs = 40
+    expected = np.concatenate((np.linspace(start, end, warmup), np.ones(epochs - warmup) * end))
+    model = nn.Module()
+    model.head = nn.Module()
+    model.head.register_buffer('teacher_temp', torch.tensor(1.0))
+    hook = DINOTeacherTempHook(warmup_teacher_temp=start, teacher_temp=end,
+                               warmup_epochs=warmup)
+    runner = SimpleNamespace(model=_StandInDDP(model))
+    got = []
+    for epoch in range(epochs):
+        runner.epoch = epoch
+        hook.before_train_epoch(runner)
+        got.append(model.head.teacher_temp.item())
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    with pytest.raises(ValueError, match='warmup_epochs'):
+        DINOTeacherTempHook(warmup_epochs=-1)
+
+
+def _two_group_optim(weight_decay=0.04):
+    torch.manual_seed(0)
+    net = nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW([
+        dict(params=[net.weight]),
+        dict(params=[net.bias], weight_decay=0.),
+    ], lr=0.1, weight_decay=weight_decay)
+    return net, OptimWrapper(optimizer)
+
+
+def test_weight_decay_schedule_and_resume():
+    epochs, niter = 2, 5
+    expected = dino_cosine(0.04, 0.4, epochs, niter)
+    _, optim = _two_group_optim()
+    runner = SimpleNamespace(optim_wrapper=optim, max_iters=epochs * niter)
+    hook = CosineWeightDecayHook(final_weight_decay=0.4)
+    hook.before_train(runner)
+    got, saved = [], None
+    for it in range(epochs * niter):
+        runner.iter = it
+        hook.before_train_iter(runner, batch_idx=it)
+        got.append([g['weight_decay'] for g in optim.optimizer.param_groups])
+        if it == 6:
+            saved = optim.state_dict()
+    got = np.array(got)
+    np.testing.assert_allclose(got[:, 0], expected, rtol=1e-12)
+    assert np.all(got[:, 1] == 0.)  # the group without decay stays without decay
+
+    # resume: a fresh optimizer loads the state saved at iteration 6
+    _, resumed = _two_group_optim()
+    resumed.load_state_dict(saved)
+    runner = SimpleNamespace(optim_wrapper=resumed, max_iters=epochs * niter)
+    hook = CosineWeightDecayHook(final_weight_decay=0.4)
+    hook.before_train(runner)
+    for it in range(7, epochs * niter):
+        runner.iter = it
+        hook.before_train_iter(runner, batch_idx=it)
+        assert [g['weight_decay'] for g in resumed.optimizer.param_groups] == pytest.approx(
+            [expected[it], 0.], rel=1e-12)
+
+    _, no_decay = _two_group_optim(weight_decay=0.)
+    with pytest.raises(ValueError, match='weight_decay > 0'):
+        hook.before_train(SimpleNamespace(optim_wrapper=no_decay, max_iters=3))
+
+
+class _HeadModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.neck = nn.Module()
+        self.neck.last_layer = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.neck.last_layer(torch.tanh(self.body(x))).pow(2).sum()
+
+
+def _step(model, optim):
+    loss = model(torch.randn(5, 4))
+    optim.update_params(loss)
+
+
+@pytest.mark.parametrize('wrap', [False, True], ids=['plain', 'ddp'])
+def test_freeze_last_layer(wrap):
+    torch.manual_seed(0)
+    model = _HeadModel()
+    optim = OptimWrapper(torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5),
+                         clip_grad=dict(max_norm=3.0))
+    runner = SimpleNamespace(model=_StandInDDP(model) if wrap else model, optim_wrapper=optim,
+                             epoch=0)
+    hook = FreezeLastLayerHook(freeze_epochs=2)
+    hook.before_train(runner)
+
+    def snapshot():
+        return ([p.detach().clone() for p in model.neck.last_layer.parameters()],
+                [p.detach().clone() for p in model.body.parameters()])
+
+    for epoch, frozen in ((0, True), (1, True), (2, False)):
+        runner.epoch = epoch
+        (last0, body0), _ = snapshot(), _step(model, optim)
+        last1, body1 = snapshot()
+        assert all(not torch.equal(a, b) for a, b in zip(body0, body1))
+        # frozen: not even weight decay or moment updates touch the layer
+        assert all(torch.equal(a, b) == frozen for a, b in zip(last0, last1)), epoch
+        assert all((p in optim.optimizer.state) != frozen
+                   for p in model.neck.last_layer.parameters()), epoch
+
+    hook.after_train(runner)
+    runner.epoch = 0
+    last0, _ = snapshot()
+    _step(model, optim)
+    assert not torch.equal(last0[0], model.neck.last_layer.weight)  # hook removed
+
+    with pytest.raises(ValueError, match="'neck.nope'"):
+        FreezeLastLayerHook(module_name='neck.nope').before_train(runner)
