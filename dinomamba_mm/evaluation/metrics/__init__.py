@@ -1,0 +1,3 @@
+from .binary_auc import BinaryAUC
+
+__all__ = ['BinaryAUC']

@@ -1,0 +1,82 @@
+"""Numerical and effective rank of the C x C blocks of a token-mixing matrix M (L x L).
+
+- numerical rank: #{sigma_i > sigma_max * max(C) * eps}, numpy.linalg.matrix_rank's default
+  tolerance with eps = eps(float32) = 1.19e-7, since M is formed in float32 (its entries carry
+  float32 rounding, which float64 singular values would otherwise count as rank);
+- effective rank (Roy & Vetterli, 2007): exp(-sum_i p_i log p_i) with p_i = sigma_i / sum sigma,
+  between 1 and C; 0 for an all-zero block.
+
+Blocks: M is cut into floor(L / C)^2 blocks of C x C tokens from the top-left; the last L mod C
+rows / columns (if any) are left out. Blocks on the diagonal are 'diagonal', those below it
+'lower', those above it 'upper' (a causal forward scan has zero upper blocks).
+"""
+from typing import Dict, Union
+
+import numpy as np
+import torch
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+BLOCK_KINDS = ('diagonal', 'lower', 'upper')
+
+
+def singular_values(matrices: Union[np.ndarray, torch.Tensor]) -> np.ndarray:
+    """Singular values (..., min(m, n)) in float64, descending, of matrices (..., m, n)."""
+    if isinstance(matrices, torch.Tensor):
+        matrices = matrices.detach().cpu().double().numpy()
+    return np.linalg.svd(np.asarray(matrices, dtype=np.float64), compute_uv=False)
+
+
+def numerical_rank(sigma: np.ndarray, shape: tuple, eps: float = FLOAT32_EPS) -> np.ndarray:
+    """Rank from singular values sigma (..., k) of (m, n) = ``shape`` matrices."""
+    tolerance = sigma[..., :1] * max(shape) * eps
+    return (sigma > tolerance).sum(axis=-1)
+
+
+def effective_rank(sigma: np.ndarray) -> np.ndarray:
+    """Roy & Vetterli's effective rank from singular values (..., k); 0 where all are 0."""
+    total = sigma.sum(axis=-1, keepdims=True)
+    p = np.divide(sigma, total, out=np.zeros_like(sigma), where=total > 0)
+    entropy = -(p * np.log(np.where(p > 0, p, 1))).sum(axis=-1)
+    return np.where(total[..., 0] > 0, np.exp(entropy), 0.0)
+
+
+def default_block_size(length: int) -> int:
+    """256 for sequences of at least 1024 tokens, else length // 4 (at least 1): four blocks
+    per row, so small inputs still have off-diagonal blocks to compare."""
+    return 256 if length >= 1024 else max(1, length // 4)
+
+
+def block_ranks(matrix: Union[np.ndarray, torch.Tensor],
+                block_size: int) -> Dict[str, Dict[str, np.ndarray]]:
+    """Ranks and spectra of the C x C blocks of mixing matrices.
+
+    Args:
+        matrix: (..., L, L), e.g. (B, H, L, L); the leading axes are batched.
+        block_size: C, 1 <= C <= L.
+
+    Returns:
+        {'diagonal' | 'lower' | 'upper': {'numerical_rank': (..., nb) int,
+        'effective_rank': (..., nb) float, 'singular_values': (..., nb, C) float64}} where nb
+        is the number of blocks of that kind (empty when there is only one block per row).
+    """
+    if isinstance(matrix, torch.Tensor):
+        matrix = matrix.detach().cpu().double().numpy()
+    matrix = np.asarray(matrix, dtype=np.float64)
+    if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
+        raise ValueError(f'matrix must be (..., L, L), got shape {matrix.shape}')
+    length = matrix.shape[-1]
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
+            or not 1 <= block_size <= length:
+        raise ValueError(f'block_size must be an int in [1, L={length}], got {block_size!r}')
+    num = length // block_size
+    blocks = matrix[..., :num * block_size, :num * block_size].reshape(
+        *matrix.shape[:-2], num, block_size, num, block_size)
+    blocks = np.moveaxis(blocks, -3, -2)  # (..., row block, col block, C, C)
+    sigma = singular_values(blocks)
+    rows, cols = np.indices((num, num))
+    result = {}
+    for kind, selected in zip(BLOCK_KINDS, (rows == cols, rows > cols, rows < cols)):
+        s = sigma[..., selected, :]
+        result[kind] = dict(numerical_rank=numerical_rank(s, (block_size, block_size)),
+                            effective_rank=effective_rank(s), singular_values=s)
+    return result
