@@ -46,7 +46,7 @@ class RandomGaussianBlur(BaseTransform):
         if radius is not None:
             img = results['img']
             blurred = Image.fromarray(img).filter(ImageFilter.GaussianBlur(radius=radius))
-            results['img'] = np.asarray(blurred, dtype=img.dtype)
+            results['img'] = np.array(blurred, dtype=img.dtype)
         return results
 
     def __repr__(self) -> str:
