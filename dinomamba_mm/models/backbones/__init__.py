@@ -1,3 +1,11 @@
+from .checkpoint_mapping import (backbone_state_dict, infer_arch, load_state_dict_strict,
+                                 ours_to_paper, paper_backbone_state_dict, paper_to_ours)
 from .dinovim import DinoMambaReg, DinoVim
+from .linear_vit import LinearViT
+from .paper_checkpoint import PaperCheckpointInit
 
-__all__ = ['DinoVim', 'DinoMambaReg']
+__all__ = [
+    'DinoVim', 'DinoMambaReg', 'LinearViT', 'PaperCheckpointInit', 'backbone_state_dict',
+    'infer_arch', 'load_state_dict_strict', 'ours_to_paper', 'paper_backbone_state_dict',
+    'paper_to_ours'
+]

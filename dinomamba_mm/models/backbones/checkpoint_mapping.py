@@ -1,0 +1,158 @@
+"""The one mapping between Dino-Mamba paper checkpoints and DinoVim / DinoMambaReg state dicts.
+
+Paper checkpoints (Hugging Face ``TimingYang/Dino-Mamba``: Vim/Tiny, Vim/Small, Vim/Base,
+Mambar/Base) are DINO ``checkpoint.pth`` files holding the ``'teacher'`` (keys ``backbone.*``) and
+``'student'`` (keys ``module.backbone.*``) state dicts of the DINO wrapper; the DINO head sits
+under ``head.`` and is dropped. Backbone keys, paper -> ours:
+
+=================================  ===================================================
+``patch_embed.proj.{weight,bias}``  ``patch_embed.projection.{weight,bias}``
+``cls_token`` (1, 1, C), Vim        ``cls_token``
+``cls_token`` (1, R, C), MambaR     ``register_tokens``
+``pos_embed`` (1, 1 + N, C), Vim    ``pos_embed``
+``pos_embed_cls`` (1, R, C) and     ``pos_embed`` (1, R + N, C) = their concatenation
+``pos_embed`` (1, N, C), MambaR
+``layers.{i}.norm.weight``          unchanged
+``layers.{i}.mixer.*``              unchanged (``in_proj``, ``conv1d``, ``conv1d_b``,
+                                    ``dt_bias``, ``dt_b_bias``, ``A_log``, ``A_log_b``,
+                                    ``D``, ``D_b``, ``norm``, ``norm_b``, ``out_proj``)
+``norm_f.weight``                   unchanged
+``head.{weight,bias}``              dropped: VisionMamba's classifier (built with its default
+                                    num_classes=1000 in Vim checkpoints), never trained by
+                                    DINO, whose features skip it
+=================================  ===================================================
+
+Vim checkpoints need ``token_layout='paper'`` to reproduce the paper's features (MambaR's layout
+is DinoMambaReg's default). The converter (tools/model_converters/dinomamba_to_mmpretrain.py)
+and the ``dinomamba_mm.PaperCheckpoint`` initializer both go through this module.
+"""
+from collections import OrderedDict
+from typing import Dict, Mapping, Optional
+
+import torch
+import torch.nn as nn
+
+PAPER_SOURCES = {'teacher': ('backbone.', ), 'student': ('module.backbone.', 'backbone.')}
+_PATCH_PAPER, _PATCH_OURS = 'patch_embed.proj.', 'patch_embed.projection.'
+_UNUSED_PAPER_PREFIX = 'head.'
+
+StateDict = Dict[str, torch.Tensor]
+
+
+def is_raw_paper_checkpoint(checkpoint: Mapping) -> bool:
+    """True for a DINO checkpoint with 'teacher' / 'student' state dicts."""
+    return isinstance(checkpoint, Mapping) and ('teacher' in checkpoint
+                                                or 'student' in checkpoint)
+
+
+def is_paper_layout(state_dict: Mapping) -> bool:
+    """True for a backbone state dict in the paper's key layout."""
+    return any(k.startswith(_PATCH_PAPER) for k in state_dict)
+
+
+def paper_backbone_state_dict(checkpoint: Mapping, source: str = 'teacher') -> StateDict:
+    """The backbone part of a raw paper checkpoint, prefix removed, paper key layout.
+
+    Args:
+        checkpoint: the loaded ``checkpoint.pth`` (a dict with 'teacher' / 'student').
+        source: 'teacher' (keys ``backbone.*``) or 'student' (``module.backbone.*``).
+    """
+    if source not in PAPER_SOURCES:
+        raise ValueError(f'source must be one of {sorted(PAPER_SOURCES)}, got {source!r}')
+    if source not in checkpoint:
+        raise KeyError(f'the paper checkpoint has no {source!r} state dict; top-level keys: '
+                       f'{sorted(checkpoint)}')
+    wrapper = checkpoint[source]
+    for prefix in PAPER_SOURCES[source]:
+        backbone = OrderedDict((k[len(prefix):], v) for k, v in wrapper.items()
+                               if k.startswith(prefix))
+        if backbone:
+            return backbone
+    raise KeyError(f'no key of the {source!r} state dict starts with '
+                   f'{" or ".join(PAPER_SOURCES[source])}; first keys: {list(wrapper)[:5]}')
+
+
+def paper_to_ours(state_dict: Mapping) -> StateDict:
+    """Paper backbone keys -> DinoVim / DinoMambaReg keys (see the module table)."""
+    out = OrderedDict()
+    registers = 'pos_embed_cls' in state_dict
+    for key, value in state_dict.items():
+        if key == 'pos_embed_cls' or key.startswith(_UNUSED_PAPER_PREFIX):
+            continue
+        if key == 'pos_embed' and registers:
+            value = torch.cat((state_dict['pos_embed_cls'], value), dim=1)
+        elif key == 'cls_token' and registers:
+            key = 'register_tokens'
+        elif key.startswith(_PATCH_PAPER):
+            key = _PATCH_OURS + key[len(_PATCH_PAPER):]
+        out[key] = value
+    return out
+
+
+def ours_to_paper(state_dict: Mapping) -> StateDict:
+    """Inverse of :func:`paper_to_ours` (the dropped ``head.*`` is not recreated)."""
+    out = OrderedDict()
+    registers = state_dict.get('register_tokens')
+    for key, value in state_dict.items():
+        if key == 'pos_embed' and registers is not None:
+            num_registers = registers.shape[1]
+            out['pos_embed_cls'] = value[:, :num_registers]
+            value = value[:, num_registers:]
+        elif key == 'register_tokens':
+            key = 'cls_token'
+        elif key.startswith(_PATCH_OURS):
+            key = _PATCH_PAPER + key[len(_PATCH_OURS):]
+        out[key] = value
+    return out
+
+
+def backbone_state_dict(checkpoint: Mapping, source: str = 'teacher',
+                        prefix: Optional[str] = 'backbone.') -> StateDict:
+    """Our backbone state dict from any supported checkpoint.
+
+    Accepts a raw paper checkpoint (``source`` picks teacher / student), an mmengine checkpoint
+    ``{'state_dict': ...}`` or a bare state dict, in our or the paper's key layout. When ``prefix``
+    is given and some keys start with it, only those are kept, prefix removed.
+    """
+    if is_raw_paper_checkpoint(checkpoint):
+        return paper_to_ours(paper_backbone_state_dict(checkpoint, source))
+    state_dict = checkpoint.get('state_dict', checkpoint)
+    if prefix and any(k.startswith(prefix) for k in state_dict):
+        state_dict = OrderedDict((k[len(prefix):], v) for k, v in state_dict.items()
+                                 if k.startswith(prefix))
+    if is_paper_layout(state_dict):
+        return paper_to_ours(state_dict)
+    return OrderedDict(state_dict)
+
+
+def infer_arch(state_dict: Mapping) -> dict:
+    """DinoVim arch dict and num_registers of a backbone state dict in our layout.
+
+    ngroups cannot be told apart from d_state in the shapes; 1 (the paper's) is assumed.
+    """
+    layer_ids = {int(k.split('.')[1]) for k in state_dict if k.startswith('layers.')}
+    if not layer_ids:
+        raise ValueError('state dict has no layers.* keys; is it a DinoVim backbone?')
+    embed_dims = state_dict['pos_embed'].shape[-1]
+    out_proj = state_dict['layers.0.mixer.out_proj.weight']
+    d_inner = out_proj.shape[1]
+    heads = state_dict['layers.0.mixer.A_log'].shape[0]
+    conv_weight = state_dict['layers.0.mixer.conv1d.weight']
+    arch = dict(embed_dims=embed_dims, num_layers=max(layer_ids) + 1, headdim=d_inner // heads,
+                d_state=(conv_weight.shape[0] - d_inner) // 2, expand=d_inner // embed_dims,
+                ngroups=1, d_conv=conv_weight.shape[-1])
+    registers = state_dict.get('register_tokens')
+    return dict(arch=arch, num_registers=0 if registers is None else registers.shape[1],
+                patch_size=state_dict[_PATCH_OURS + 'weight'].shape[-1])
+
+
+def load_state_dict_strict(module: nn.Module, state_dict: Mapping) -> None:
+    """Load with every key accounted for: a missing or unexpected key raises a KeyError
+    listing them, before anything is loaded. Shape mismatches raise torch's error."""
+    expected = set(module.state_dict())
+    given = set(state_dict)
+    missing, unexpected = sorted(expected - given), sorted(given - expected)
+    if missing or unexpected:
+        raise KeyError(f'checkpoint does not match {type(module).__name__}: missing keys '
+                       f'{missing}, unexpected keys {unexpected}')
+    module.load_state_dict(state_dict, strict=True)

@@ -1,0 +1,159 @@
+"""Paper checkpoint -> DinoVim: the converter tool, the key mapping and the strict loader.
+
+The paper checkpoints are rebuilt here from the layout of the paper code (DINO checkpoint.pth with
+'teacher' / 'student' state dicts of the MultiCropWrapper), with random values and tiny dims.
+"""
+import argparse
+import importlib.util
+import os.path as osp
+
+import pytest
+import torch
+
+from dinomamba_mm.models.backbones import (DinoMambaReg, DinoVim, ours_to_paper,
+                                           paper_backbone_state_dict, paper_to_ours)
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+DIM, DEPTH, STATE, HEADDIM = 32, 2, 8, 8
+ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)
+
+
+def _converter():
+    path = osp.join(ROOT, 'tools', 'model_converters', 'dinomamba_to_mmpretrain.py')
+    spec = importlib.util.spec_from_file_location('dinomamba_to_mmpretrain', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def paper_backbone(seed: int, registers: int = 0, patches: int = 196) -> dict:
+    """Backbone keys of the paper's VisionMamba (Vim) / MambaR, random values."""
+    gen = torch.Generator().manual_seed(seed)
+    d_inner, heads = 2 * DIM, 2 * DIM // HEADDIM
+    conv = d_inner + 2 * STATE
+    shapes = {'patch_embed.proj.weight': (DIM, 3, 16, 16), 'patch_embed.proj.bias': (DIM, )}
+    if registers:
+        shapes.update({'cls_token': (1, registers, DIM), 'pos_embed_cls': (1, registers, DIM),
+                       'pos_embed': (1, patches, DIM)})
+    else:
+        shapes.update({'cls_token': (1, 1, DIM), 'pos_embed': (1, 1 + patches, DIM),
+                       'head.weight': (10, DIM), 'head.bias': (10, )})
+    for i in range(DEPTH):
+        p = f'layers.{i}.'
+        shapes[p + 'norm.weight'] = (DIM, )
+        for name, shape in (('in_proj.weight', (2 * d_inner + 2 * STATE + heads, DIM)),
+                            ('conv1d.weight', (conv, 1, 4)), ('conv1d.bias', (conv, )),
+                            ('conv1d_b.weight', (conv, 1, 4)), ('conv1d_b.bias', (conv, )),
+                            ('dt_bias', (heads, )), ('dt_b_bias', (heads, )),
+                            ('A_log', (heads, )), ('A_log_b', (heads, )), ('D', (heads, )),
+                            ('D_b', (heads, )), ('norm.weight', (d_inner, )),
+                            ('norm_b.weight', (d_inner, )), ('out_proj.weight', (DIM, d_inner))):
+            shapes[p + 'mixer.' + name] = shape
+    shapes['norm_f.weight'] = (DIM, )
+    return {k: torch.randn(shape, generator=gen) for k, shape in shapes.items()}
+
+
+def paper_checkpoint(registers: int = 0) -> dict:
+    teacher, student = paper_backbone(0, registers), paper_backbone(1, registers)
+    head = {'head.mlp.0.weight': torch.randn(16, DIM), 'head.last_layer.weight_g': torch.ones(4)}
+    return {
+        'teacher': {**{'backbone.' + k: v for k, v in teacher.items()}, **head},
+        'student': {**{'module.backbone.' + k: v for k, v in student.items()},
+                    **{'module.' + k: v for k, v in head.items()}},
+        'epoch': 100,
+        'args': argparse.Namespace(arch='vim_tiny_patch16_224', lr=5e-4),
+    }
+
+
+def test_mapping_round_trips_and_drops_the_unused_classifier():
+    backbone = paper_backbone(0)
+    ours = paper_to_ours(backbone)
+    assert 'patch_embed.projection.weight' in ours and 'head.weight' not in ours
+    back = ours_to_paper(ours)
+    expected = {k: v for k, v in backbone.items() if not k.startswith('head.')}
+    assert back.keys() == expected.keys()
+    assert all(torch.equal(back[k], expected[k]) for k in expected)
+
+    reg = paper_backbone(2, registers=3)
+    ours = paper_to_ours(reg)
+    assert ours['register_tokens'] is reg['cls_token']
+    torch.testing.assert_close(ours['pos_embed'], torch.cat([reg['pos_embed_cls'],
+                                                            reg['pos_embed']], 1))
+    back = ours_to_paper(ours)
+    assert back.keys() == reg.keys() and all(torch.equal(back[k], reg[k]) for k in reg)
+
+
+def test_converter_output_loads_strictly_and_matches_the_teacher(tmp_path):
+    src, dst = str(tmp_path / 'checkpoint.pth'), str(tmp_path / 'converted.pth')
+    ckpt = paper_checkpoint()
+    torch.save(ckpt, src)
+    _converter().main([src, dst])
+    converted = torch.load(dst, weights_only=True)
+    assert set(converted) == {'state_dict', 'meta'}
+    assert all(k.startswith('backbone.') for k in converted['state_dict'])
+    assert converted['meta']['arch'] == dict(ARCH, expand=2, ngroups=1, d_conv=4)
+    assert converted['meta']['num_registers'] == 0
+    teacher = paper_backbone_state_dict(ckpt, 'teacher')
+    torch.testing.assert_close(converted['state_dict']['backbone.patch_embed.projection.weight'],
+                               teacher['patch_embed.proj.weight'])
+
+    for checkpoint in (src, dst):  # raw paper checkpoint and converted one
+        model = DinoVim(arch=ARCH, token_layout='paper',
+                        init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
+                                      checkpoint=checkpoint))
+        model.init_weights()
+        state = model.state_dict()
+        for key, value in teacher.items():
+            if not key.startswith('head.'):
+                torch.testing.assert_close(state[paper_to_ours({key: value}).popitem()[0]],
+                                           value)
+    # mmengine's own Pretrained init reads the converted file the same way (non-strictly)
+    plain = DinoVim(arch=ARCH, token_layout='paper',
+                    init_cfg=dict(type='Pretrained', checkpoint=dst, prefix='backbone.'))
+    plain.init_weights()
+    assert all(torch.equal(plain.state_dict()[k], v) for k, v in model.state_dict().items())
+
+
+def test_student_and_registers(tmp_path):
+    src, dst = str(tmp_path / 'mambar.pth'), str(tmp_path / 'mambar_student.pth')
+    ckpt = paper_checkpoint(registers=12)
+    torch.save(ckpt, src)
+    _converter().main([src, dst, '--source', 'student'])
+    meta = torch.load(dst, weights_only=True)['meta']
+    assert meta['num_registers'] == 12 and meta['network'] == 'student'
+    model = DinoMambaReg(arch=ARCH, init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
+                                                  checkpoint=src, source='student'))
+    model.init_weights()
+    student = paper_backbone_state_dict(ckpt, 'student')
+    torch.testing.assert_close(model.register_tokens, student['cls_token'])
+    torch.testing.assert_close(model.pos_embed[:, 12:], student['pos_embed'])
+
+
+def test_missing_and_unexpected_keys_raise_with_their_names(tmp_path):
+    ckpt = paper_checkpoint()
+    del ckpt['teacher']['backbone.layers.1.mixer.D_b']
+    ckpt['teacher']['backbone.layers.0.mixer.extra_scale'] = torch.ones(1)
+    src = str(tmp_path / 'broken.pth')
+    torch.save(ckpt, src)
+    model = DinoVim(arch=ARCH, init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
+                                             checkpoint=src))
+    with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b.*layers\.0\.mixer\.extra_scale'):
+        model.init_weights()
+    with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b'):
+        _converter().main([src, str(tmp_path / 'out.pth')])
+
+
+def test_position_embedding_is_resized_to_the_model_grid_on_load(tmp_path):
+    src = str(tmp_path / 'checkpoint.pth')
+    ckpt = paper_checkpoint()
+    torch.save(ckpt, src)
+    model = DinoVim(arch=ARCH, img_size=256, token_layout='paper',
+                    init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src))
+    model.init_weights()
+    pos = ckpt['teacher']['backbone.pos_embed']
+    grid = pos[:, 1:].reshape(1, 14, 14, DIM).permute(0, 3, 1, 2)
+    grid = torch.nn.functional.interpolate(grid, scale_factor=(16.1 / 14, 16.1 / 14),
+                                           mode='bicubic')
+    assert model.pos_embed.shape == (1, 257, DIM)
+    torch.testing.assert_close(model.pos_embed[:, 1:], grid.flatten(2).transpose(1, 2))
+    torch.testing.assert_close(model.pos_embed[:, :1], pos[:, :1])

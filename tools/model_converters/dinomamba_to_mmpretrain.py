@@ -1,0 +1,69 @@
+"""Convert a Dino-Mamba paper checkpoint (DINO checkpoint.pth) to an mmengine checkpoint.
+
+    python tools/model_converters/dinomamba_to_mmpretrain.py \
+        Vim/Base/checkpoint.pth work_dirs/dinovim_b_teacher.pth --source teacher
+
+The output is ``{'state_dict': {prefix + key: tensor}, 'meta': {...}}`` with our DinoVim /
+DinoMambaReg keys (mapping: dinomamba_mm/models/backbones/checkpoint_mapping.py). ``meta`` records
+the source file, teacher / student, the inferred ``arch`` dict, ``num_registers`` and the
+``token_layout`` ('paper') that reproduces the paper's features. Unless ``--no-verify``, the
+result is loaded strictly into a backbone built from the inferred arch first.
+Load it with ``init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=OUT)`` (strict) or
+mmengine's ``dict(type='Pretrained', checkpoint=OUT, prefix='backbone.')`` (non-strict).
+"""
+import argparse
+import os
+import os.path as osp
+import time
+from collections import OrderedDict
+
+import torch
+from mmengine.runner.checkpoint import CheckpointLoader
+
+import dinomamba_mm  # noqa: F401  (registers modules; checkpoint-loading shims)
+from dinomamba_mm.models.backbones import (DinoVim, backbone_state_dict, infer_arch,
+                                           load_state_dict_strict)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('src', help='paper checkpoint.pth (path or URL)')
+    parser.add_argument('dst', help='output mmengine checkpoint')
+    parser.add_argument('--source', choices=('teacher', 'student'), default='teacher',
+                        help='which DINO network to convert (default: teacher)')
+    parser.add_argument('--prefix', default='backbone.',
+                        help="prefix of the output keys (default 'backbone.'; '' for none)")
+    parser.add_argument('--no-verify', action='store_true',
+                        help='skip the strict load into a DinoVim built from the inferred arch')
+    return parser.parse_args(argv)
+
+
+def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
+            verify: bool = True) -> dict:
+    """Load ``src`` and return the mmengine checkpoint dict (see the module docstring)."""
+    loaded = CheckpointLoader.load_checkpoint(src, map_location='cpu')
+    state_dict = backbone_state_dict(loaded, source=source, prefix=None)
+    info = infer_arch(state_dict)
+    if verify:
+        model = DinoVim(arch=info['arch'], patch_size=info['patch_size'],
+                        num_registers=info['num_registers'], token_layout='paper')
+        load_state_dict_strict(model, state_dict)
+    meta = dict(source_checkpoint=src, network=source, token_layout='paper',
+                converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
+    return dict(state_dict=OrderedDict((prefix + k, v) for k, v in state_dict.items()),
+                meta=meta)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    checkpoint = convert(args.src, args.source, args.prefix, verify=not args.no_verify)
+    if osp.dirname(args.dst):
+        os.makedirs(osp.dirname(args.dst), exist_ok=True)
+    torch.save(checkpoint, args.dst)
+    meta = checkpoint['meta']
+    print(f'{args.src} ({args.source}) -> {args.dst}: {len(checkpoint["state_dict"])} tensors, '
+          f'arch {meta["arch"]}, num_registers {meta["num_registers"]}')
+
+
+if __name__ == '__main__':
+    main()
