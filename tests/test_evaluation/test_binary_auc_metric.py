@@ -128,6 +128,9 @@ def test_reduce_zero_label_warning_and_bad_arguments(caplog):
         metric.process(None, [{'gt_sem_seg': {'data': torch.zeros(1, 4, 4)}}])
     with pytest.raises(ValueError, match=r'pred_map must be .* got shape \(1, 1, 1, 4, 4\)'):
         metric.process(None, [_sample(torch.zeros(1, 1, 1, 4, 4), np.zeros((4, 4))).to_dict()])
+    with pytest.raises(ValueError, match=r'maps cover \(16, 16\) input pixels but the image '):
+        metric.process(None, [_sample(np.random.rand(2, 2), np.eye(20, dtype=np.int64),
+                                      map_extent=(16, 16), img_shape=(20, 20)).to_dict()])
     label = np.zeros((4, 4), dtype=np.int64)
     label[:2] = 7
     from mmengine.logging import MMLogger

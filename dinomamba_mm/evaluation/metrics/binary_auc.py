@@ -239,6 +239,11 @@ def _upsample(maps: torch.Tensor, size: Tuple[int, int], sample: dict) -> np.nda
     maps = maps.flatten(0, 1)
     extent = sample.get('map_extent', sample.get('batch_input_shape'))
     image = sample.get('img_shape')
+    if extent is not None and image is not None and (
+            int(extent[0]) < int(image[0]) or int(extent[1]) < int(image[1])):
+        raise ValueError(f'the maps cover {tuple(extent)} input pixels but the image is '
+                         f'{tuple(image)}: pad the inputs to whole patches (e.g. the data '
+                         'preprocessor\'s test_cfg=dict(size_divisor=patch size))')
     out = np.empty((maps.shape[0], *size), dtype=np.float32)
     for start in range(0, maps.shape[0], _MAPS_PER_CALL):
         chunk = maps[start:start + _MAPS_PER_CALL, None]
