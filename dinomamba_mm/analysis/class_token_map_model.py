@@ -1,7 +1,8 @@
 """A model that runs a backbone and returns class-token maps per image, for BinaryAUC."""
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import torch
+import torch.nn as nn
 from mmengine.model import BaseModel
 from mmengine.structures import BaseDataElement
 
@@ -30,7 +31,8 @@ class ClassTokenMapModel(BaseModel):
     lives under ``backbone.`` like theirs.
 
     Args:
-        backbone: backbone config (VisionTransformer, LinearViT, DinoVim, DinoMambaReg).
+        backbone: backbone config (VisionTransformer, LinearViT, DinoVim, DinoMambaReg) or
+            an already built backbone.
         map_type: 'similarity' (cosine of the class token output to patch outputs) or
             'attention' (the class token's row of each head's mixing matrix).
         layer_indices: blocks to map (negative counts from the end).
@@ -41,7 +43,7 @@ class ClassTokenMapModel(BaseModel):
     """
 
     def __init__(self,
-                 backbone: dict,
+                 backbone: Union[dict, nn.Module],
                  map_type: str = 'similarity',
                  layer_indices: Sequence[int] = (-1, ),
                  query: str = 'mean',
@@ -51,7 +53,7 @@ class ClassTokenMapModel(BaseModel):
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if map_type not in MAP_TYPES:
             raise ValueError(f'map_type must be one of {MAP_TYPES}, got {map_type!r}')
-        self.backbone = MODELS.build(backbone)
+        self.backbone = backbone if isinstance(backbone, nn.Module) else MODELS.build(backbone)
         self.map_type = map_type
         self.layer_indices = list(layer_indices)
         self.query = query

@@ -1,3 +1,3 @@
-from .binary_auc import BinaryAUC
+from .binary_auc import BinaryAUC, label_map, maps_at_label_size
 
-__all__ = ['BinaryAUC']
+__all__ = ['BinaryAUC', 'label_map', 'maps_at_label_size']

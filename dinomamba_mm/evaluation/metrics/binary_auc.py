@@ -104,7 +104,7 @@ class BinaryAUC(BaseMetric):
                            f'{sorted(sample)}); run a model that writes maps, e.g. '
                            'ClassTokenMapModel')
         maps = _as_4d(sample[self.pred_key])
-        label = _label(sample, self.gt_key)
+        label = label_map(sample, self.gt_key)
         self._check_reduce_zero_label(sample)
         valid = ~np.isin(label, self.ignore_ids)
         foreground = valid & ~np.isin(label, self.background_ids)
@@ -118,7 +118,7 @@ class BinaryAUC(BaseMetric):
         if num_fg == 0 or num_fg == num_valid:
             result['skipped'] = True
             return result
-        upsampled = _upsample(maps, label.shape, sample)  # (L * K, H, W) float32 numpy
+        upsampled = maps_at_label_size(maps, label.shape, sample)  # (L * K, H, W)
         scores = upsampled[:, valid]  # (L * K, P)
         masks = np.broadcast_to(foreground[valid], scores.shape)
         result['auc'] = np.asarray(
@@ -217,7 +217,8 @@ def _as_4d(maps) -> torch.Tensor:
                      f'{tuple(maps.shape)}')
 
 
-def _label(sample: dict, gt_key: str) -> np.ndarray:
+def label_map(sample: dict, gt_key: str = 'gt_sem_seg') -> np.ndarray:
+    """The (H, W) int64 label of a data-sample dict (PixelData dict, tensor or array)."""
     if gt_key not in sample:
         raise KeyError(f'data sample has no {gt_key!r} field (keys: {sorted(sample)}); load '
                        'the segmentation label with LoadAnnotations + PackSegInputs')
@@ -234,8 +235,12 @@ def _label(sample: dict, gt_key: str) -> np.ndarray:
     return label.astype(np.int64, copy=False)
 
 
-def _upsample(maps: torch.Tensor, size: Tuple[int, int], sample: dict) -> np.ndarray:
-    """(L, K, h, w) maps -> (L * K, H, W) float32 at the label size (see BinaryAUC)."""
+def maps_at_label_size(maps: torch.Tensor, size: Tuple[int, int], sample: dict) -> np.ndarray:
+    """(L, K, h, w) maps -> (L * K, H, W) float32 on the label's pixels.
+
+    ``sample`` (a data-sample dict) may give ``map_extent`` (else ``batch_input_shape``) and
+    ``img_shape``: see :class:`BinaryAUC` for the geometry.
+    """
     maps = maps.flatten(0, 1)
     extent = sample.get('map_extent', sample.get('batch_input_shape'))
     image = sample.get('img_shape')

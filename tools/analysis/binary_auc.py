@@ -1,0 +1,227 @@
+"""Binary-AUC of a backbone's class-token maps on a segmentation dataset (paper section 2).
+
+Builds ``model.backbone`` of CONFIG (weights from --checkpoint; random init without one), wraps
+it in ``ClassTokenMapModel`` and runs it over the test split of a segmentation dataset config
+(--data-config: ADE20K, Pascal VOC, ImageNet-S or the synthetic ADE-style set), scoring the maps
+with the ``BinaryAUC`` metric. Writes to --out-dir:
+
+- ``binary_auc.csv`` (one row per layer and map: mean, std, pooled AUC, counts) and
+  ``binary_auc.md`` (layers x maps table, also printed);
+- ``roc.png``: ROC curve of each layer, pixels pooled over the images and the layer's maps;
+- ``overlay_XXX.png`` for the first --show images: image | map | mask.
+
+Labels are read raw (the dataset's ``reduce_zero_label`` is switched off unless
+--keep-reduce-zero-label), so the defaults --background-ids 0 --ignore-ids 255 hold for ADE20K
+("other" = background), Pascal VOC and the synthetic set.
+
+Example::
+
+    python tools/analysis/binary_auc.py configs/demo/dino_dinovim-demo_synthetic.py \\
+        --checkpoint work_dirs/demo/epoch_10.pth \\
+        --data-config configs/_base_/datasets/synthetic_ade.py \\
+        --map-type attention --layers 0 2 5 --out-dir work_dirs/binary_auc
+"""
+import argparse
+import csv
+import os
+import os.path as osp
+from typing import List
+
+import numpy as np
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
+from mmengine.utils import ProgressBar
+
+import dinomamba_mm  # noqa: F401
+from dinomamba_mm.analysis import ClassTokenMapModel
+from dinomamba_mm.analysis.backbone_loading import (backbone_config, build_backbone,
+                                                    load_backbone_weights)
+from dinomamba_mm.evaluation import roc_from_histograms
+from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
+
+IMAGENET_MEAN = [123.675, 116.28, 103.53]
+IMAGENET_STD = [58.395, 57.12, 57.375]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('config', help='config whose model.backbone is analysed')
+    parser.add_argument('--checkpoint', help='checkpoint; random initialisation without it')
+    parser.add_argument('--checkpoint-prefix', default='auto',
+                        help="backbone key prefix ('auto': teacher.backbone. then backbone.)")
+    parser.add_argument('--data-config', help='config with test_dataloader (default: config)')
+    parser.add_argument('--data-root', help="override the test dataset's data_root")
+    parser.add_argument('--out-dir', required=True)
+    parser.add_argument('--map-type', choices=['similarity', 'attention'],
+                        default='similarity')
+    parser.add_argument('--layers', type=int, nargs='+', default=[-1],
+                        help='block indices (negative from the end)')
+    parser.add_argument('--query', choices=['mean', 'each'], default='mean',
+                        help='register models: average the registers or map each')
+    parser.add_argument('--mamba-kinds', nargs='+', default=['combined'],
+                        choices=['forward', 'backward', 'combined'])
+    parser.add_argument('--mode', choices=['exact', 'binned'], default='exact')
+    parser.add_argument('--num-thresholds', type=int, default=1000)
+    parser.add_argument('--background-ids', type=int, nargs='*', default=[0])
+    parser.add_argument('--ignore-ids', type=int, nargs='*', default=[255])
+    parser.add_argument('--keep-reduce-zero-label', action='store_true',
+                        help="keep the dataset's reduce_zero_label (then set the ids to match)")
+    parser.add_argument('--num-images', type=int, help='first N images only')
+    parser.add_argument('--show', type=int, default=4, help='overlays of the first K images')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override settings of CONFIG')
+    return parser.parse_args(argv)
+
+
+def build_dataloader(data_cfg: Config, keep_reduce_zero_label: bool,
+                     data_root: str = None):
+    loader = dict(data_cfg.test_dataloader)
+    loader.update(batch_size=1, num_workers=0, persistent_workers=False)
+    dataset = dict(loader['dataset'])
+    if not keep_reduce_zero_label and 'reduce_zero_label' in dataset:
+        dataset['reduce_zero_label'] = False
+    if data_root:
+        dataset['data_root'] = data_root
+    loader['dataset'] = dataset
+    with DefaultScope.overwrite_default_scope(data_cfg.get('default_scope', 'mmseg')):
+        return Runner.build_dataloader(loader)
+
+
+def build_model(cfg: Config, args: argparse.Namespace) -> ClassTokenMapModel:
+    backbone, _ = backbone_config(cfg)
+    patch_size = backbone.get('patch_size', 16)
+    preprocessor = cfg.model.get('data_preprocessor') or {}
+    model = ClassTokenMapModel(
+        backbone=build_backbone(cfg),
+        map_type=args.map_type, layer_indices=args.layers, query=args.query,
+        mamba_kinds=args.mamba_kinds,
+        data_preprocessor=dict(
+            type='mmseg.SegDataPreProcessor',
+            mean=preprocessor.get('mean', IMAGENET_MEAN),
+            std=preprocessor.get('std', IMAGENET_STD),
+            bgr_to_rgb=preprocessor.get('to_rgb', preprocessor.get('bgr_to_rgb', True)),
+            pad_val=0, seg_pad_val=255, test_cfg=dict(size_divisor=patch_size)))
+    if args.checkpoint:
+        prefix = load_backbone_weights(model.backbone, args.checkpoint, args.checkpoint_prefix)
+        print(f'loaded {args.checkpoint} (prefix {prefix!r})')
+    else:
+        print('no checkpoint: randomly initialised backbone')
+    model.eval()
+    return model
+
+
+def write_tables(summary: dict, out_dir: str) -> str:
+    names, layers = summary['names'], summary['layer_ids']
+    per_image = summary['per_image']
+    with open(osp.join(out_dir, 'binary_auc.csv'), 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(['layer', 'map', 'auc_mean', 'auc_std', 'pooled_auc', 'num_evaluated',
+                         'num_skipped'])
+        for row, layer in enumerate(layers):
+            for col, name in enumerate(names):
+                writer.writerow([layer, name, f'{summary["auc"][row, col]:.6f}',
+                                 f'{per_image[:, row, col].std():.6f}',
+                                 f'{summary["pooled_auc"][row, col]:.6f}',
+                                 per_image.shape[0], summary['num_skipped']])
+    header = '| layer | ' + ' | '.join(names) + (' | mean |' if len(names) > 1 else ' |')
+    lines = [header, '|' + '---|' * (len(names) + 1 + (len(names) > 1))]
+    for row, layer in enumerate(layers):
+        cells = [f'{v:.4f}' for v in summary['auc'][row]]
+        if len(names) > 1:
+            cells.append(f'{summary["auc"][row].mean():.4f}')
+        lines.append(f'| {layer} | ' + ' | '.join(cells) + ' |')
+    lines.append('')
+    lines.append(f'Mean Binary-AUC over {per_image.shape[0]} images '
+                 f'({summary["num_skipped"]} of {summary["num_images"]} skipped: single-class '
+                 'masks).')
+    table = '\n'.join(lines) + '\n'
+    with open(osp.join(out_dir, 'binary_auc.md'), 'w') as f:
+        f.write(table)
+    return table
+
+
+def plot_roc(summary: dict, out_dir: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for row, layer in enumerate(summary['layer_ids']):
+        fg = summary['fg_hist'][row].sum(axis=0)
+        bg = summary['bg_hist'][row].sum(axis=0)
+        fpr, tpr = roc_from_histograms(fg, bg)
+        ax.plot(fpr, tpr, label=f'layer {layer} (pooled AUC {np.trapezoid(tpr, fpr):.3f})')
+    ax.plot([0, 1], [0, 1], 'k:', lw=0.8)
+    ax.set(xlabel='FPR (background above threshold)', ylabel='TPR (foreground above threshold)',
+           title='Binary-AUC ROC (pixels pooled over images and maps)', xlim=(0, 1), ylim=(0, 1))
+    ax.legend(fontsize=7, loc='lower right')
+    fig.tight_layout()
+    fig.savefig(osp.join(out_dir, 'roc.png'), dpi=120)
+    plt.close(fig)
+
+
+def save_overlay(sample: dict, metric: BinaryAUC, path: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import mmcv
+    label = label_map(sample)
+    last_layer = sample['pred_map'][-1]  # (K, h, w)
+    score = maps_at_label_size(last_layer.mean(0)[None, None], label.shape, sample)[0]
+    mask = np.full(label.shape, 0.5)
+    mask[~np.isin(label, metric.ignore_ids)] = 0.0
+    mask[~np.isin(label, metric.ignore_ids) & ~np.isin(label, metric.background_ids)] = 1.0
+    image = mmcv.imread(sample['img_path'], channel_order='rgb')
+    image = mmcv.imresize(image, (label.shape[1], label.shape[0]))
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
+    axes[0].imshow(image)
+    axes[1].imshow(score, cmap='inferno')
+    axes[2].imshow(mask, cmap='gray', vmin=0, vmax=1)
+    layer, names = sample['map_layer_ids'][-1], sample['map_names']
+    what = names[0] if len(names) == 1 else f'mean of {len(names)} maps'
+    for ax, title in zip(axes, ['image', f'layer {layer}: {what}',
+                                'mask (white fg, grey ignored)']):
+        ax.set_title(title, fontsize=8)
+        ax.axis('off')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: List[str] = None) -> None:
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    data_cfg = Config.fromfile(args.data_config) if args.data_config else cfg
+    os.makedirs(args.out_dir, exist_ok=True)
+    model = build_model(cfg, args)
+    loader = build_dataloader(data_cfg, args.keep_reduce_zero_label, args.data_root)
+    metric = BinaryAUC(mode=args.mode, num_thresholds=args.num_thresholds,
+                       background_ids=args.background_ids, ignore_ids=args.ignore_ids,
+                       pooled=True)
+    total = len(loader.dataset) if args.num_images is None else min(args.num_images,
+                                                                     len(loader.dataset))
+    progress = ProgressBar(total)
+    shown = 0
+    with torch.no_grad():
+        for index, batch in enumerate(loader):
+            if index >= total:
+                break
+            samples = [s.to_dict() for s in model.test_step(batch)]
+            metric.process(batch, samples)
+            for sample, result in zip(samples, metric.results[-len(samples):]):
+                if shown < args.show and not result['skipped']:
+                    save_overlay(sample, metric, osp.join(args.out_dir, f'overlay_{index:03d}.png'))
+                    shown += 1
+            progress.update()
+    print()
+    summary = metric.summarize(metric.results)
+    print(write_tables(summary, args.out_dir))
+    plot_roc(summary, args.out_dir)
+    print(f'wrote binary_auc.csv, binary_auc.md, roc.png and {shown} overlays to {args.out_dir}')
+
+
+if __name__ == '__main__':
+    main()
