@@ -1,0 +1,86 @@
+"""Smoke tests of tools/analysis: binary_auc.py on the synthetic ADE-style set and
+token_mixing_rank.py on tiny random models (the rank bounds are the oracle)."""
+import csv
+import importlib.util
+import os.path as osp
+import sys
+
+import pytest
+import torch
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(REPO, 'tools', 'data'))
+
+import make_synthetic  # noqa: E402
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(
+        f'analysis_tool_{name}', osp.join(REPO, 'tools', 'analysis', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):
+    make_synthetic.make_synthetic(str(tmp_path / 'synthetic'), seed=1, num_train=1, num_val=3,
+                                  seg_size=32, layouts=['ade'])
+    model_cfg = tmp_path / 'tiny_dinovim.py'
+    model_cfg.write_text(
+        "default_scope = 'mmpretrain'\n"
+        "model = dict(backbone=dict(type='dinomamba_mm.DinoVim', arch=dict(embed_dims=32, "
+        "num_layers=2, headdim=16, d_state=8, chunk_size=64), img_size=64, patch_size=16, "
+        "drop_path_rate=0.))\n")
+    tool = _tool('binary_auc')
+    # a DINO-style checkpoint: the tool must pick the teacher's weights
+    backbone = tool.build_backbone(tool.Config.fromfile(str(model_cfg)))
+    state = {f'teacher.backbone.{k}': v for k, v in backbone.state_dict().items()}
+    state.update({f'backbone.{k}': torch.zeros_like(v) for k, v in backbone.state_dict().items()})
+    torch.save(dict(state_dict=state), tmp_path / 'dino.pth')
+    out = tmp_path / 'out'
+    tool.main([str(model_cfg), '--checkpoint', str(tmp_path / 'dino.pth'),
+               '--data-config', osp.join(REPO, 'configs/_base_/datasets/synthetic_ade.py'),
+               '--data-root', str(tmp_path / 'synthetic' / 'ade'), '--out-dir', str(out),
+               '--map-type', 'attention', '--layers', '0', '-1', '--show', '2',
+               '--mode', 'binned'])
+    printed = capsys.readouterr().out
+    assert "(prefix 'teacher.backbone.')" in printed
+    with open(out / 'binary_auc.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['layer'], r['map']) for r in rows] == [
+        (layer, f'head{h}') for layer in ('0', '1') for h in range(4)]
+    assert all(0 <= float(r['auc_mean']) <= 1 and 0 <= float(r['pooled_auc']) <= 1
+               for r in rows)
+    assert int(rows[0]['num_evaluated']) + int(rows[0]['num_skipped']) == 3
+    table = (out / 'binary_auc.md').read_text()
+    assert table.startswith('| layer | head0 | head1 | head2 | head3 | mean |')
+    assert f'| 1 | {float(rows[4]["auc_mean"]):.4f} |' in table
+    assert (out / 'roc.png').stat().st_size > 0
+    assert len(list(out.glob('overlay_*.png'))) == 2
+
+
+def test_token_mixing_rank_tool_shows_the_bounds_and_the_hierarchy(tmp_path):
+    tool = _tool('token_mixing_rank')
+    # L = 1 + 8 * 8 = 65 tokens, C = 16; D_QK = N = 32 / 4 = 8 < C
+    rows = tool.main(['--out-dir', str(tmp_path), '--img-size', '64', '--patch-size', '8',
+                      '--embed-dims', '32', '--num-heads', '4', '--depth', '1'])
+    by_mixer = {row['mixer']: row for row in rows}
+    assert set(by_mixer) == {'softmax', 'linear', 'forward', 'backward', 'combined'}
+    assert all(row['C'] == 16 for row in rows)
+    assert by_mixer['linear']['rank_whole'] <= 8 and by_mixer['linear']['rank_lower'] <= 8
+    assert by_mixer['forward']['rank_lower'] <= 8 and by_mixer['forward']['rank_upper'] == 0
+    assert by_mixer['backward']['rank_upper'] <= 8 and by_mixer['backward']['rank_lower'] == 0
+    assert by_mixer['softmax']['rank_lower'] > 8
+    assert by_mixer['softmax']['rank_all_blocks'] > by_mixer['combined']['rank_all_blocks'] \
+        > by_mixer['linear']['rank_all_blocks']
+    table = (tmp_path / 'token_mixing_rank.md').read_text()
+    assert ': holds' in table
+    assert (tmp_path / 'spectra.png').stat().st_size > 0
+    with open(tmp_path / 'token_mixing_rank.csv') as f:
+        assert len(list(csv.DictReader(f))) == 5
+
+
+def test_token_mixing_rank_tool_rejects_bad_model_spec(tmp_path):
+    tool = _tool('token_mixing_rank')
+    with pytest.raises(ValueError, match='NAME=CONFIG'):
+        tool.main(['--out-dir', str(tmp_path), '--model', 'configs/x.py'])
