@@ -1,9 +1,12 @@
 """DINO's multi-crop augmentation: global crops for teacher and student, local crops for the student."""
 from typing import Optional, Sequence, Tuple
 
-from mmpretrain.datasets.transforms import MultiView
+from mmcv.transforms import RandomApply, RandomFlip, RandomGrayscale
+from mmpretrain.datasets.transforms import MultiView, RandomResizedCrop, Solarize
 
 from dinomamba_mm.registry import TRANSFORMS
+from .random_gaussian_blur import RandomGaussianBlur
+from .wrapping_hue_color_jitter import WrappingHueColorJitter
 
 
 @TRANSFORMS.register_module()
@@ -64,19 +67,17 @@ class DINOMultiCrop(MultiView):
 
         def view(size, scale, blur_prob, solarize):
             pipeline = [
-                dict(type='mmpretrain.RandomResizedCrop', scale=size, crop_ratio_range=scale,
-                     interpolation=interpolation, backend=backend),
-                dict(type='mmpretrain.RandomFlip', prob=flip_prob, direction='horizontal'),
-                dict(type='mmpretrain.RandomApply', prob=color_jitter_prob,
-                     transforms=[dict(type='dinomamba_mm.WrappingHueColorJitter', **color_jitter)]),
-                dict(type='mmpretrain.RandomGrayscale', prob=grayscale_prob,
-                     keep_channels=True, channel_weights=(0.114, 0.587, 0.299)),
-                dict(type='dinomamba_mm.RandomGaussianBlur', radius_range=blur_radius_range,
-                     prob=blur_prob),
+                RandomResizedCrop(scale=size, crop_ratio_range=scale,
+                                  interpolation=interpolation, backend=backend),
+                RandomFlip(prob=flip_prob, direction='horizontal'),
+                RandomApply(transforms=[WrappingHueColorJitter(**color_jitter)],
+                            prob=color_jitter_prob),
+                RandomGrayscale(prob=grayscale_prob, keep_channels=True,
+                                channel_weights=(0.114, 0.587, 0.299)),
+                RandomGaussianBlur(radius_range=blur_radius_range, prob=blur_prob),
             ]
             if solarize:
-                pipeline.append(dict(type='mmpretrain.Solarize', thr=solarize_thr,
-                                     prob=solarize_prob))
+                pipeline.append(Solarize(thr=solarize_thr, prob=solarize_prob))
             return pipeline
 
         super().__init__(
