@@ -1,13 +1,32 @@
-"""Chunked SSD in PyTorch: the CPU production path (first version, autograd-differentiated)."""
+"""Chunked SSD in PyTorch: the CPU production path (any device; fp32 accumulation).
+
+The sequence is cut into n_c chunks of Q <= chunk_size tokens (balanced, so padding < n_c tokens).
+With u = dt' x, a = dt' A and ``cum`` the running sum of ``a`` inside a chunk in processing order
+(prefix sums forward, suffix sums reverse), per batch row and head:
+
+1. intra-chunk: y_diag = (E o C B^T) u with E_ij = exp(cum_i - cum_j) on the causal side
+   (i >= j forward, i <= j reverse) and 0 elsewhere;
+2. chunk states: S_c = sum_j exp(cum_exit - cum_j) u_j B_j^T (exit = last processed token);
+3. states passed between chunks in processing order: H_{c+1} = exp(cum_exit) H_c + S_c;
+4. y_off_i = exp(cum_i) H_c C_i for the state H_c entering the chunk.
+
+Both directions of a bidirectional call are stacked along the batch: a reverse row differs only in
+its masks (suffix sums, upper-triangular E) and in the order of step 3, so no token is flipped.
+The backward pass is written by hand and saves only E (B, H, n_c, Q, Q) besides O(B L H P)
+tensors; the decay gradient comes from row/column identities (d cum_i = dy_i . y_i - u_i . du_i
+plus the state terms), so no (Q, Q) gradient of the segment sums is ever formed.
+"""
 import math
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
+Tensor = torch.Tensor
 
-def preprocess_dt(dt: torch.Tensor, dt_bias: Optional[torch.Tensor], dt_softplus: bool,
-                  dt_limit: Tuple[float, float]) -> torch.Tensor:
+
+def preprocess_dt(dt: Tensor, dt_bias: Optional[Tensor], dt_softplus: bool,
+                  dt_limit: Tuple[float, float]) -> Tensor:
     """dt' = clamp(softplus?(dt + dt_bias), *dt_limit) in float32; dt (B, L, H)."""
     dt = dt.float()
     if dt_bias is not None:
@@ -20,97 +39,323 @@ def preprocess_dt(dt: torch.Tensor, dt_bias: Optional[torch.Tensor], dt_softplus
     return dt
 
 
-def _chunk_layout(length: int, chunk_size: int) -> Tuple[int, int]:
-    """Number of chunks and their length: at most ``chunk_size`` tokens, padding < n_chunks."""
+def chunk_layout(length: int, chunk_size: int) -> Tuple[int, int]:
+    """(n_chunks, chunk length): chunks of at most ``chunk_size`` tokens, padding < n_chunks."""
     n_chunks = max(1, math.ceil(length / chunk_size))
     return n_chunks, max(1, math.ceil(length / n_chunks))
 
 
-def _forward_scan(x, dt, A, B, C, chunk_size, initial_states):
-    """Forward-time chunked scan in float32; returns y (B, L, H, P) and final state (B, H, P, N)."""
-    batch, length, heads, headdim = x.shape
-    groups, dstate = B.shape[2], B.shape[3]
-    per_group = heads // groups
-    n_chunks, q = _chunk_layout(length, chunk_size)
-    pad = n_chunks * q - length
+def _running_sum(a: Tensor, reverse: bool) -> Tensor:
+    """Inclusive prefix sums along the last dim, or suffix sums when ``reverse``."""
+    if reverse:
+        return a.flip(-1).cumsum(-1).flip(-1)
+    return a.cumsum(-1)
 
-    def chunked(t):  # (B, L, K, ...) -> (B, K, n_chunks, q, ...), zero padded at the end
-        t = t.movedim(2, 1)
-        if pad:
-            t = F.pad(t, (0, 0) * (t.dim() - 3) + (0, pad))
-        return t.reshape(t.shape[0], t.shape[1], n_chunks, q, *t.shape[3:])
 
-    xh = chunked(x)  # (B, H, c, q, P)
-    dth = chunked(dt)  # (B, H, c, q)
-    Bg, Cg = chunked(B), chunked(C)  # (B, G, c, q, N)
-    log_decay = dth * A[None, :, None, None]
-    cs = torch.cumsum(log_decay, dim=-1)  # (B, H, c, q)
-    xdt = xh * dth[..., None]
+class _Layout:
+    """Sizes, row blocks (one block of B rows per direction) and tensor views of the stacked scan.
 
-    causal = torch.ones(q, q, dtype=torch.bool, device=x.device).tril()
-    seg = (cs[..., :, None] - cs[..., None, :]).masked_fill(~causal, -math.inf)
-    cb = Cg @ Bg.transpose(-1, -2)  # (B, G, c, q, q)
-    mix = torch.exp(seg).view(batch, groups, per_group, n_chunks, q, q) * cb[:, :, None]
-    y = mix.view(batch, heads, n_chunks, q, q) @ xdt  # (B, H, c, q, P)
+    Layouts (R = rows, Lp = n_c * Q, Hg = H // G):
+      head-major  (R, H, Lp, P)     -> bmm view (R H n_c, Q, P)   intra-chunk products
+      group-token (R, G, Lp, Hg, P) -> bmm view (R G n_c, Q, Hg P) state products: the heads of
+                                       a group side by side, so one product serves the group
+      B, C        (R, G, Lp, N)     -> bmm view (R G n_c, Q, N)
+      states      (R, G, n_c, N, Hg, P), N-major so that every product reads row-major operands
+    """
 
-    to_end = torch.exp(cs[..., -1:] - cs)  # (B, H, c, q)
-    xw = (xdt * to_end[..., None]).view(batch, groups, per_group, n_chunks, q, headdim)
-    chunk_states = xw.transpose(-1, -2) @ Bg[:, :, None]  # (B, G, Hg, c, P, N)
-    chunk_states = chunk_states.view(batch, heads, n_chunks, headdim, dstate)
-    chunk_decay = torch.exp(cs[..., -1])  # (B, H, c)
+    def __init__(self, x: Tensor, B: Tensor, reverse: Sequence[bool], chunk_size: int):
+        self.batch, self.length, self.heads, self.headdim = x.shape
+        self.groups, self.dstate = B.shape[2], B.shape[3]
+        self.per_group = self.heads // self.groups
+        self.reverse = tuple(reverse)
+        self.rows = self.batch * len(self.reverse)
+        self.n_chunks, self.q = chunk_layout(self.length, chunk_size)
+        self.padded = self.n_chunks * self.q
+        self.blocks = [(slice(d * self.batch, (d + 1) * self.batch), rev)
+                       for d, rev in enumerate(self.reverse)]
 
-    state = (x.new_zeros(batch, heads, headdim, dstate)
-             if initial_states is None else initial_states.float())
-    incoming = []
-    for c in range(n_chunks):
-        incoming.append(state)
-        state = chunk_decay[:, :, c, None, None] * state + chunk_states[:, :, c]
-    incoming = torch.stack(incoming, dim=2).view(batch, groups, per_group, n_chunks, headdim,
-                                                 dstate)
-    y_off = Cg[:, :, None] @ incoming.transpose(-1, -2)  # (B, G, Hg, c, q, P)
-    y = y + y_off.view(batch, heads, n_chunks, q, headdim) * torch.exp(cs)[..., None]
-    y = y.reshape(batch, heads, n_chunks * q, headdim)[:, :, :length].transpose(1, 2)
-    return y, state
+    def new(self, *shape, like: Tensor, zero_pad: bool = False) -> Tensor:
+        make = torch.zeros if zero_pad and self.padded > self.length else torch.empty
+        return make(*shape, dtype=torch.float32, device=like.device)
+
+    def stack_groups(self, tensors: Sequence[Tensor]) -> Tensor:
+        """(B, L, G, N) per direction -> float32 (R, G, Lp, N), zero padded."""
+        out = self.new(self.rows, self.groups, self.padded, self.dstate, like=tensors[0],
+                       zero_pad=True)
+        for (rows, _), t in zip(self.blocks, tensors):
+            out[rows, :, :self.length] = t.transpose(1, 2)
+        return out
+
+    def bmm_rows(self, t: Tensor) -> Tensor:
+        """Contiguous (R, K, Lp, ...) -> (R K n_c, Q, prod(...)) view."""
+        return t.view(-1, self.q, t[0, 0, 0].numel())
+
+    def group_token(self, t: Tensor) -> Tensor:
+        """(B', L', H, P) (any strides) -> (B', G, L', Hg, P) view."""
+        return t.unflatten(2, (self.groups, self.per_group)).transpose(1, 2)
+
+    def head_to_group_token(self, t: Tensor) -> Tensor:
+        """Head-major (R, H, Lp, P) -> (R, G, Lp, Hg, P) view."""
+        return t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3)
+
+    def per_head(self, t: Tensor) -> Tensor:
+        """(R, H, Lp) -> (R, G, Lp, Hg, 1) view, to scale group-token tensors."""
+        return t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3).unsqueeze(-1)
+
+    def state_to_n_major(self, h: Tensor) -> Tensor:
+        """(B, H, P, N) -> (B, G, N, Hg, P) copy."""
+        h = h.reshape(h.shape[0], self.groups, self.per_group, self.headdim, self.dstate)
+        return h.permute(0, 1, 4, 2, 3).contiguous()
+
+    def state_from_n_major(self, h: Tensor) -> Tensor:
+        """(B, G, N, Hg, P) -> (B, H, P, N) copy."""
+        return h.permute(0, 1, 3, 4, 2).reshape(h.shape[0], self.heads, self.headdim,
+                                                 self.dstate)
+
+    def head_scalars(self, t: Tensor) -> Tensor:
+        """(R, H, n_c) -> (R, G, n_c, 1, Hg, 1) view, to scale N-major states."""
+        t = t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3)
+        return t[:, :, :, None, :, None]
+
+
+def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
+    """cum at each chunk's last processed token: (R, H, n_c, Q) -> (R, H, n_c)."""
+    return torch.cat([cum[rows, ..., 0] if rev else cum[rows, ..., -1]
+                      for rows, rev in layout.blocks], dim=0)
+
+
+def _decay_mask(cum: Tensor, layout: _Layout) -> Tensor:
+    """E (R, H, n_c, Q, Q) = exp(cum_i - cum_j) on each row's causal side, 0 elsewhere."""
+    q = layout.q
+    mask = layout.new(*cum.shape, q, like=cum)
+    torch.sub(cum.unsqueeze(-1), cum.unsqueeze(-2), out=mask)
+    ones = torch.ones(q, q, dtype=torch.bool, device=cum.device)
+    for rows, rev in layout.blocks:
+        mask[rows].masked_fill_(ones.tril(-1) if rev else ones.triu(1), -math.inf)
+    return mask.exp_()
+
+
+def _mix(mask: Tensor, cb: Tensor, lay: _Layout, inplace: bool = False) -> Tensor:
+    """E o C B^T broadcast over the heads of a group: (R H n_c, Q, Q)."""
+    q = lay.q
+    mask = mask.view(lay.rows, lay.groups, lay.per_group, lay.n_chunks, q, q)
+    cb = cb.view(lay.rows, lay.groups, 1, lay.n_chunks, q, q)
+    return (mask.mul_(cb) if inplace else mask * cb).view(-1, q, q)
+
+
+class _ChunkedScan(torch.autograd.Function):
+    """Scan of several directions stacked along the batch (see the module docstring).
+
+    forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, h0)) returns
+    the per-direction y (B, L, H, P) float32, then (if want_final) the final states (B, H, P, N).
+    """
+
+    @staticmethod
+    def forward(ctx, chunk_size: int, reverse: Tuple[bool, ...], want_final: bool, *flat):
+        dirs = [flat[i:i + 6] for i in range(0, len(flat), 6)]
+        xs, dts, As, Bs, Cs, h0s = (list(t) for t in zip(*dirs))
+        lay = _Layout(xs[0], Bs[0], reverse, chunk_size)
+        R, H, P, N, G = lay.rows, lay.heads, lay.headdim, lay.dstate, lay.groups
+        nc, q, Lp, L = lay.n_chunks, lay.q, lay.padded, lay.length
+        dev = xs[0].device
+
+        dt_s = lay.new(R, Lp, H, like=xs[0], zero_pad=True)
+        for (rows, _), dt in zip(lay.blocks, dts):
+            dt_s[rows, :L] = dt
+        A_rows = torch.cat([A.float().expand(lay.batch, H) for A in As])  # (R, H)
+        a = (dt_s * A_rows[:, None]).transpose(1, 2).reshape(R, H, nc, q)
+        cum = torch.cat([_running_sum(a[rows], rev) for rows, rev in lay.blocks])
+        B_s, C_s = lay.stack_groups(Bs), lay.stack_groups(Cs)  # (R, G, Lp, N)
+        B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)  # (R G n_c, Q, N)
+
+        u = lay.new(R, H, Lp, P, like=xs[0], zero_pad=True)  # head-major dt' x
+        u_tok = u.transpose(1, 2)
+        for (rows, _), x, dt in zip(lay.blocks, xs, dts):
+            torch.mul(x, dt.unsqueeze(-1), out=u_tok[rows, :L])
+
+        needs_grad = any(ctx.needs_input_grad)
+        cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
+        mask = _decay_mask(cum, lay)
+        mix = _mix(mask, cb, lay, inplace=not needs_grad)
+        y_diag = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)
+        del mix
+        y_diag_gt = lay.head_to_group_token(y_diag)
+
+        use_states = nc > 1 or want_final or any(h is not None for h in h0s)
+        ys = [torch.empty(lay.batch, L, H, P, dtype=torch.float32, device=dev) for _ in dirs]
+        saved_states, finals = (), []
+        if use_states:
+            exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
+            w = torch.exp(exit_cum.unsqueeze(-1) - cum).view(R, H, Lp)  # decay to chunk exit
+            uw = lay.new(R, G, Lp, lay.per_group, P, like=u)
+            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
+            states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(uw))  # (R G n_c, N, Hg P)
+            states = states.view(R, G, nc, N, lay.per_group, P)
+            decay = lay.head_scalars(torch.exp(exit_cum))
+            entering = torch.empty_like(states)
+            for d, (rows, rev) in enumerate(lay.blocks):
+                h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
+                     else lay.state_to_n_major(h0s[d].float()))
+                for c in (range(nc - 1, -1, -1) if rev else range(nc)):
+                    entering[rows, :, c] = h
+                    h = torch.addcmul(states[rows, :, c], decay[rows, :, c], h)
+                finals.append(lay.state_from_n_major(h))
+            y_off = torch.bmm(C3, entering.view(-1, N, lay.per_group * P))
+            y_off = y_off.view(R, G, Lp, lay.per_group, P)
+            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp))
+            for (rows, _), y in zip(lay.blocks, ys):
+                torch.addcmul(y_diag_gt[rows, :, :L], y_off[rows, :, :L], decay_in[rows, :, :L],
+                              out=lay.group_token(y))
+            saved_states = (w, uw, entering)
+        else:
+            for (rows, _), y in zip(lay.blocks, ys):
+                lay.group_token(y).copy_(y_diag_gt[rows, :, :L])
+
+        ctx.layout, ctx.use_states, ctx.want_final = lay, use_states, want_final
+        ctx.has_h0 = [h is not None for h in h0s]
+        ctx.dtypes = [[t.dtype if t is not None else None for t in d] for d in dirs]
+        if needs_grad:
+            ctx.save_for_backward(*xs, *ys, *As, dt_s, B_s, C_s, cum, u, mask, *saved_states)
+        return tuple(ys + (finals if want_final else []))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        lay: _Layout = ctx.layout
+        R, H, P, N, G = lay.rows, lay.heads, lay.headdim, lay.dstate, lay.groups
+        nc, q, Lp, L, nd = lay.n_chunks, lay.q, lay.padded, lay.length, len(lay.blocks)
+        saved = ctx.saved_tensors
+        xs, ys, As = saved[:nd], saved[nd:2 * nd], saved[2 * nd:3 * nd]
+        dt_s, B_s, C_s, cum, u, mask = saved[3 * nd:3 * nd + 6]
+        dys = grads[:nd]
+        d_finals = grads[nd:] if ctx.want_final else [None] * nd
+        B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)
+        dev = u.device
+
+        dy = lay.new(R, H, Lp, P, like=u, zero_pad=True)  # head-major
+        dy_tok = dy.transpose(1, 2)
+        for (rows, _), g in zip(lay.blocks, dys):
+            dy_tok[rows, :L] = g
+        dy3, u3 = lay.bmm_rows(dy), lay.bmm_rows(u)
+
+        # intra-chunk part: d(E o CB) = dy u^T; E o d(CB) summed over the heads of a group
+        d_mix = torch.bmm(dy3, u3.transpose(1, 2)).mul_(mask.view(-1, q, q))
+        d_cb = d_mix.view(R, G, lay.per_group, nc, q, q).sum(2).view(-1, q, q)
+        del d_mix
+        mix = _mix(mask, torch.bmm(C3, B3.transpose(1, 2)), lay)
+        du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
+        del mix
+        dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
+        dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
+        del d_cb
+        # d cum_i = dy_i . y_i (row i of E o CB and the incoming-state term) - u_i . du_i (column i)
+        d_cum = torch.zeros(R, H, Lp, device=dev)
+        for (rows, _), g, y in zip(lay.blocks, dys, ys):
+            d_cum[rows, :, :L] = (g * y).sum(-1).transpose(1, 2)
+        d_cum = (d_cum - (u * du).sum(-1)).view(R, H, nc, q)
+
+        d_h0 = [None] * nd
+        if ctx.use_states:
+            w, uw, entering = saved[3 * nd + 6:]
+            decay = lay.head_scalars(torch.exp(_exit_values(cum, lay)))
+            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp))
+            dv = lay.new(R, G, Lp, lay.per_group, P, like=u)  # gradient of H_c C_i
+            torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
+            dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, lay.per_group * P)
+            d_entering = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
+            dC3 = dC3 + torch.bmm(dv3, entering3.transpose(1, 2))
+            d_states = torch.empty_like(entering)
+            d_decay = torch.empty(R, G, nc, lay.per_group, device=dev)
+            for d, (rows, rev) in enumerate(lay.blocks):
+                g = (torch.zeros_like(entering[rows, :, 0]) if d_finals[d] is None
+                     else lay.state_to_n_major(d_finals[d].float()))
+                for c in (range(nc) if rev else range(nc - 1, -1, -1)):
+                    d_states[rows, :, c] = g
+                    d_decay[rows, :, c] = (g * entering[rows, :, c]).sum((2, 4))
+                    g = torch.addcmul(d_entering[rows, :, c], decay[rows, :, c], g)
+                d_h0[d] = lay.state_from_n_major(g)
+            d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
+            d_states3 = d_states.view(-1, N, lay.per_group * P)
+            d_uw = torch.bmm(B3, d_states3).view(R, G, Lp, lay.per_group, P)
+            dB3 = dB3 + torch.bmm(lay.bmm_rows(uw), d_states3.transpose(1, 2))
+            d_log_w = (uw * d_uw).sum(-1)  # (R, G, Lp, Hg)
+            d_log_w = d_log_w.transpose(2, 3).reshape(R, H, nc, q)
+            d_exit = d_exit.transpose(2, 3).reshape(R, H, nc) + d_log_w.sum(-1)
+            d_cum = d_cum - d_log_w
+            lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
+            for rows, rev in lay.blocks:
+                d_cum[rows, ..., 0 if rev else -1] += d_exit[rows]
+        # cum = prefix sums of a (suffix sums when reverse): da = the opposite running sums
+        da = torch.cat([_running_sum(d_cum[rows], not rev) for rows, rev in lay.blocks])
+        da = da.view(R, H, Lp).transpose(1, 2)  # (R, Lp, H)
+        du_tok = du.transpose(1, 2)
+        dB_s, dC_s = (t.view(R, G, Lp, N) for t in (dB3, dC3))
+
+        out = []
+        for d, (rows, _) in enumerate(lay.blocks):
+            x, A = xs[d], As[d]
+            x_dt, dt_dt, _, B_dt, C_dt, h0_dt = ctx.dtypes[d]
+            dt, du_d, da_d = dt_s[rows, :L], du_tok[rows, :L], da[rows, :L]
+            dx = (du_d * dt.unsqueeze(-1)).to(x_dt)
+            ddt = ((du_d * x).sum(-1) + da_d * A.float()).to(dt_dt)
+            dA = (da_d * dt).sum((0, 1)).to(A.dtype)
+            dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
+            dC = dC_s[rows, :, :L].transpose(1, 2).to(C_dt)
+            dh0 = None
+            if ctx.has_h0[d]:
+                dh0 = (d_h0[d] if d_h0[d] is not None else
+                       torch.zeros(lay.batch, H, P, N, device=dev)).to(h0_dt)
+            out += [dx, ddt, dA, dB, dC, dh0]
+        return (None, None, None, *out)
+
+
+def _scan_directions(xs: List[Tensor], dts: List[Tensor], As: List[Tensor], Bs: List[Tensor],
+                     Cs: List[Tensor], h0s: List[Optional[Tensor]], reverse: Tuple[bool, ...],
+                     chunk_size: int, want_final: bool) -> Tuple[Tensor, ...]:
+    flat = []
+    for parts in zip(xs, dts, As, Bs, Cs, h0s):
+        flat.extend(parts)
+    return _ChunkedScan.apply(chunk_size, reverse, want_final, *flat)
+
+
+def _skip_and_gate(y: Tensor, x: Tensor, D: Optional[Tensor], z: Optional[Tensor]) -> Tensor:
+    """y + D x, then * silu(z), cast to x's dtype."""
+    if D is not None:
+        Df = D.float()
+        y = y + x * (Df[:, None] if D.dim() == 1 else Df)
+    if z is not None:
+        y = y * F.silu(z.float())
+    return y.to(x.dtype)
 
 
 def ssd_chunk_torch(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
     chunk_size: int = 256,
-    D: Optional[torch.Tensor] = None,
-    z: Optional[torch.Tensor] = None,
-    dt_bias: Optional[torch.Tensor] = None,
+    D: Optional[Tensor] = None,
+    z: Optional[Tensor] = None,
+    dt_bias: Optional[Tensor] = None,
     dt_softplus: bool = False,
     dt_limit: Tuple[float, float] = (0.0, float('inf')),
-    initial_states: Optional[torch.Tensor] = None,
+    initial_states: Optional[Tensor] = None,
     return_final_states: bool = False,
     reverse: bool = False,
-) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
-    """Chunked SSD scan; see :func:`dinomamba_mm.ops.ssd.ssd_scan` for the arguments."""
-    in_dtype = x.dtype
+) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """Chunked SSD scan; arguments and shapes as :func:`dinomamba_mm.ops.ssd.ssd_scan`."""
     dtp = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit)
-    xf, Bf, Cf = x.float(), B.float(), C.float()
-    if reverse:
-        y, final = _forward_scan(xf.flip(1), dtp.flip(1), A.float(), Bf.flip(1), Cf.flip(1),
-                                 chunk_size, initial_states)
-        y = y.flip(1)
-    else:
-        y, final = _forward_scan(xf, dtp, A.float(), Bf, Cf, chunk_size, initial_states)
-    if D is not None:
-        y = y + xf * (D.float()[:, None] if D.dim() == 1 else D.float())
-    if z is not None:
-        y = y * F.silu(z.float())
-    y = y.to(in_dtype)
-    return (y, final) if return_final_states else y
+    outs = _scan_directions([x], [dtp], [A], [B], [C], [initial_states], (reverse, ),
+                            chunk_size, return_final_states)
+    y = _skip_and_gate(outs[0], x, D, z)
+    return (y, outs[1]) if return_final_states else y
 
 
-def ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit):
-    """Both directions; every tensor argument is a (forward, backward) pair, all in input order."""
-    y_fwd = ssd_chunk_torch(x[0], dt[0], A[0], B[0], C[0], chunk_size, D[0], z[0], dt_bias[0],
-                            dt_softplus, dt_limit)
-    y_bwd = ssd_chunk_torch(x[1], dt[1], A[1], B[1], C[1], chunk_size, D[1], z[1], dt_bias[1],
-                            dt_softplus, dt_limit, reverse=True)
-    return y_fwd, y_bwd
+def ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
+                            dt_limit) -> Tuple[Tensor, Tensor]:
+    """Forward and reverse scans in one stacked pass; every tensor argument is a
+    (forward, backward) pair (None allowed for D, z, dt_bias), all in input token order."""
+    dts = [preprocess_dt(dt[i], dt_bias[i], dt_softplus, dt_limit) for i in range(2)]
+    y_fwd, y_bwd = _scan_directions(list(x), dts, list(A), list(B), list(C), [None, None],
+                                    (False, True), chunk_size, False)
+    return (_skip_and_gate(y_fwd, x[0], D[0], z[0]), _skip_and_gate(y_bwd, x[1], D[1], z[1]))
