@@ -8,7 +8,8 @@ Semantics, per batch b, head h, group g = h // (H // G):
    initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
    ``reverse=True`` runs t from L-1 down to 0 with h_L = initial_states; final_states = h_0.
 3. With z: y = y * silu(z).
-4. Accumulation in float32 for fp32 / fp16 / bf16 inputs; y has x's dtype.
+4. Accumulation in float32 for fp32 / fp16 / bf16 inputs (float64 inputs stay float64, which
+   gradcheck needs); y has x's dtype, final_states the accumulation dtype.
 
 Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
 CPU under ``TRITON_INTERPRET=1``). ``impl=None`` or 'auto' reads ``DINOMAMBA_SSD_IMPL`` (same values)
@@ -161,12 +162,13 @@ def ssd_scan(
         dt_softplus: softplus on dt + dt_bias.
         dt_limit: (min, max) clamp on dt' (skipped for the default (0, inf)).
         initial_states: (B, H, P, N) incoming state, zeros if None.
-        return_final_states: also return the (B, H, P, N) float32 final state.
+        return_final_states: also return the (B, H, P, N) final state (float32; float64 for
+            float64 x).
         reverse: scan from the last token to the first.
         impl: None / 'auto', 'torch' or 'triton' (see module docstring).
 
     Returns:
-        y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) float32 when asked for.
+        y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when asked for.
     """
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
     args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, tuple(dt_limit),

@@ -25,12 +25,18 @@ import torch.nn.functional as F
 Tensor = torch.Tensor
 
 
+def compute_dtype(x: Tensor) -> torch.dtype:
+    """float32 accumulation for fp32 / fp16 / bf16 inputs; float64 inputs stay float64."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def preprocess_dt(dt: Tensor, dt_bias: Optional[Tensor], dt_softplus: bool,
-                  dt_limit: Tuple[float, float]) -> Tensor:
-    """dt' = clamp(softplus?(dt + dt_bias), *dt_limit) in float32; dt (B, L, H)."""
-    dt = dt.float()
+                  dt_limit: Tuple[float, float],
+                  dtype: torch.dtype = torch.float32) -> Tensor:
+    """dt' = clamp(softplus?(dt + dt_bias), *dt_limit) in ``dtype``; dt (B, L, H)."""
+    dt = dt.to(dtype)
     if dt_bias is not None:
-        dt = dt + dt_bias.float()
+        dt = dt + dt_bias.to(dtype)
     if dt_softplus:
         dt = F.softplus(dt)
     lo, hi = float(dt_limit[0]), float(dt_limit[1])
@@ -67,6 +73,7 @@ class _Layout:
         self.batch, self.length, self.heads, self.headdim = x.shape
         self.groups, self.dstate = B.shape[2], B.shape[3]
         self.per_group = self.heads // self.groups
+        self.dtype = compute_dtype(x)
         self.reverse = tuple(reverse)
         self.rows = self.batch * len(self.reverse)
         self.n_chunks, self.q = chunk_layout(self.length, chunk_size)
@@ -76,10 +83,10 @@ class _Layout:
 
     def new(self, *shape, like: Tensor, zero_pad: bool = False) -> Tensor:
         make = torch.zeros if zero_pad and self.padded > self.length else torch.empty
-        return make(*shape, dtype=torch.float32, device=like.device)
+        return make(*shape, dtype=self.dtype, device=like.device)
 
     def stack_groups(self, tensors: Sequence[Tensor]) -> Tensor:
-        """(B, L, G, N) per direction -> float32 (R, G, Lp, N), zero padded."""
+        """(B, L, G, N) per direction -> (R, G, Lp, N) in the compute dtype, zero padded."""
         out = self.new(self.rows, self.groups, self.padded, self.dstate, like=tensors[0],
                        zero_pad=True)
         for (rows, _), t in zip(self.blocks, tensors):
@@ -147,7 +154,7 @@ class _ChunkedScan(torch.autograd.Function):
     """Scan of several directions stacked along the batch (see the module docstring).
 
     forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, h0)) returns
-    the per-direction y (B, L, H, P) float32, then (if want_final) the final states (B, H, P, N).
+    the per-direction y (B, L, H, P) in the compute dtype, then (if want_final) the final states (B, H, P, N).
     """
 
     @staticmethod
@@ -162,7 +169,7 @@ class _ChunkedScan(torch.autograd.Function):
         dt_s = lay.new(R, Lp, H, like=xs[0], zero_pad=True)
         for (rows, _), dt in zip(lay.blocks, dts):
             dt_s[rows, :L] = dt
-        A_rows = torch.cat([A.float().expand(lay.batch, H) for A in As])  # (R, H)
+        A_rows = torch.cat([A.to(lay.dtype).expand(lay.batch, H) for A in As])  # (R, H)
         a = (dt_s * A_rows[:, None]).transpose(1, 2).reshape(R, H, nc, q)
         cum = torch.cat([_running_sum(a[rows], rev) for rows, rev in lay.blocks])
         B_s, C_s = lay.stack_groups(Bs), lay.stack_groups(Cs)  # (R, G, Lp, N)
@@ -182,7 +189,7 @@ class _ChunkedScan(torch.autograd.Function):
         y_diag_gt = lay.head_to_group_token(y_diag)
 
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
-        ys = [torch.empty(lay.batch, L, H, P, dtype=torch.float32, device=dev) for _ in dirs]
+        ys = [torch.empty(lay.batch, L, H, P, dtype=lay.dtype, device=dev) for _ in dirs]
         saved_states, finals = (), []
         if use_states:
             exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
@@ -195,7 +202,7 @@ class _ChunkedScan(torch.autograd.Function):
             entering = torch.empty_like(states)
             for d, (rows, rev) in enumerate(lay.blocks):
                 h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
-                     else lay.state_to_n_major(h0s[d].float()))
+                     else lay.state_to_n_major(h0s[d].to(lay.dtype)))
                 for c in (range(nc - 1, -1, -1) if rev else range(nc)):
                     entering[rows, :, c] = h
                     h = torch.addcmul(states[rows, :, c], decay[rows, :, c], h)
@@ -248,7 +255,7 @@ class _ChunkedScan(torch.autograd.Function):
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
         del d_cb
         # d cum_i = dy_i . y_i (row i of E o CB and the incoming-state term) - u_i . du_i (column i)
-        d_cum = torch.zeros(R, H, Lp, device=dev)
+        d_cum = torch.zeros(R, H, Lp, dtype=lay.dtype, device=dev)
         for (rows, _), g, y in zip(lay.blocks, dys, ys):
             d_cum[rows, :, :L] = (g * y).sum(-1).transpose(1, 2)
         d_cum = (d_cum - (u * du).sum(-1)).view(R, H, nc, q)
@@ -264,10 +271,10 @@ class _ChunkedScan(torch.autograd.Function):
             d_entering = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
             dC3 = dC3 + torch.bmm(dv3, entering3.transpose(1, 2))
             d_states = torch.empty_like(entering)
-            d_decay = torch.empty(R, G, nc, lay.per_group, device=dev)
+            d_decay = torch.empty(R, G, nc, lay.per_group, dtype=lay.dtype, device=dev)
             for d, (rows, rev) in enumerate(lay.blocks):
                 g = (torch.zeros_like(entering[rows, :, 0]) if d_finals[d] is None
-                     else lay.state_to_n_major(d_finals[d].float()))
+                     else lay.state_to_n_major(d_finals[d].to(lay.dtype)))
                 for c in (range(nc) if rev else range(nc - 1, -1, -1)):
                     d_states[rows, :, c] = g
                     d_decay[rows, :, c] = (g * entering[rows, :, c]).sum((2, 4))
@@ -296,7 +303,7 @@ class _ChunkedScan(torch.autograd.Function):
             x_dt, dt_dt, _, B_dt, C_dt, h0_dt = ctx.dtypes[d]
             dt, du_d, da_d = dt_s[rows, :L], du_tok[rows, :L], da[rows, :L]
             dx = (du_d * dt.unsqueeze(-1)).to(x_dt)
-            ddt = ((du_d * x).sum(-1) + da_d * A.float()).to(dt_dt)
+            ddt = ((du_d * x).sum(-1) + da_d * A.to(lay.dtype)).to(dt_dt)
             dA = (da_d * dt).sum((0, 1)).to(A.dtype)
             dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
             dC = dC_s[rows, :, :L].transpose(1, 2).to(C_dt)
@@ -320,10 +327,10 @@ def _scan_directions(xs: List[Tensor], dts: List[Tensor], As: List[Tensor], Bs: 
 def _skip_and_gate(y: Tensor, x: Tensor, D: Optional[Tensor], z: Optional[Tensor]) -> Tensor:
     """y + D x, then * silu(z), cast to x's dtype."""
     if D is not None:
-        Df = D.float()
-        y = y + x * (Df[:, None] if D.dim() == 1 else Df)
+        Dc = D.to(y.dtype)
+        y = y + x * (Dc[:, None] if D.dim() == 1 else Dc)
     if z is not None:
-        y = y * F.silu(z.float())
+        y = y * F.silu(z.to(y.dtype))
     return y.to(x.dtype)
 
 
@@ -344,7 +351,7 @@ def ssd_chunk_torch(
     reverse: bool = False,
 ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Chunked SSD scan; arguments and shapes as :func:`dinomamba_mm.ops.ssd.ssd_scan`."""
-    dtp = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit)
+    dtp = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit, compute_dtype(x))
     outs = _scan_directions([x], [dtp], [A], [B], [C], [initial_states], (reverse, ),
                             chunk_size, return_final_states)
     y = _skip_and_gate(outs[0], x, D, z)
@@ -355,7 +362,8 @@ def ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softpl
                             dt_limit) -> Tuple[Tensor, Tensor]:
     """Forward and reverse scans in one stacked pass; every tensor argument is a
     (forward, backward) pair (None allowed for D, z, dt_bias), all in input token order."""
-    dts = [preprocess_dt(dt[i], dt_bias[i], dt_softplus, dt_limit) for i in range(2)]
+    dts = [preprocess_dt(dt[i], dt_bias[i], dt_softplus, dt_limit, compute_dtype(x[i]))
+           for i in range(2)]
     y_fwd, y_bwd = _scan_directions(list(x), dts, list(A), list(B), list(C), [None, None],
                                     (False, True), chunk_size, False)
     return (_skip_and_gate(y_fwd, x[0], D[0], z[0]), _skip_and_gate(y_bwd, x[1], D[1], z[1]))
