@@ -122,15 +122,26 @@ class BidirectionalMamba2Mixer(nn.Module):
         self.out_proj = nn.Linear(d_inner, embed_dims, bias=bias)
 
     def _conv(self, xbc: torch.Tensor, conv: nn.Conv1d, causal: bool) -> torch.Tensor:
-        """Depthwise conv1d + SiLU, (B, L, C) -> (B, L, C); anti-causal when not ``causal``."""
-        xbc = xbc.transpose(1, 2)
-        pad = self.d_conv - 1
+        """Depthwise conv1d + SiLU, (B, L, C) -> (B, L, C); anti-causal when not ``causal``.
+
+        Causal: out_t = b + sum_k w_k x_{t-K+1+k}; anti-causal: out_t = b + sum_k w_k
+        x_{t+K-1-k} (the causal conv of the flipped sequence, flipped back). Written as K
+        shifted multiply-adds in (B, L, C) layout: a depthwise nn.Conv1d over (B, C, L) is far
+        slower on CPU and needs two transposes.
+        """
+        length, width = xbc.shape[1], self.d_conv
+        weight = conv.weight[:, 0, :].to(xbc.dtype)  # (C, K)
         if causal:
-            out = F.conv1d(F.pad(xbc, (pad, 0)), conv.weight, conv.bias, groups=xbc.shape[1])
+            padded = F.pad(xbc, (0, 0, width - 1, 0))
+            taps = list(range(width))
         else:
-            out = F.conv1d(F.pad(xbc, (0, pad)), conv.weight.flip(-1), conv.bias,
-                           groups=xbc.shape[1])
-        return F.silu(out).transpose(1, 2)
+            padded = F.pad(xbc, (0, 0, 0, width - 1))
+            taps = list(range(width - 1, -1, -1))
+        bias = conv.bias.to(xbc.dtype) if conv.bias is not None else xbc.new_zeros(())
+        out = torch.addcmul(bias, padded[:, :length], weight[:, taps[0]])
+        for shift in range(1, width):
+            out = out.addcmul_(padded[:, shift:shift + length], weight[:, taps[shift]])
+        return F.silu(out)
 
     def _split_xbc(self, xbc: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, L, d_inner + 2GN) -> x (B, L, H, P), B (B, L, G, N), C (B, L, G, N)."""
@@ -158,14 +169,15 @@ class BidirectionalMamba2Mixer(nn.Module):
         zxbcdt = self.in_proj(u)
         conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
         z, xbc, dt = torch.split(zxbcdt, [self.d_inner, conv_dim, self.num_heads], dim=-1)
+        compute_dtype = torch.promote_types(self.A_log.dtype, torch.float32)
         directions = {}
         for name, conv, causal, a_log, d, dt_bias in (
                 ('forward', self.conv1d, True, self.A_log, self.D, self.dt_bias),
                 ('backward', self.conv1d_b, False, self.A_log_b, self.D_b, self.dt_b_bias)):
             x, b, c = self._split_xbc(self._conv(xbc, conv, causal))
             directions[name] = dict(
-                x=x, dt=dt, A=-torch.exp(a_log.float()), B=b, C=c, D=d, dt_bias=dt_bias,
-                dt_softplus=True, dt_limit=self.dt_limit, reverse=not causal)
+                x=x, dt=dt, A=-torch.exp(a_log.to(compute_dtype)), B=b, C=c, D=d,
+                dt_bias=dt_bias, dt_softplus=True, dt_limit=self.dt_limit, reverse=not causal)
         directions['z'] = z
         return directions
 

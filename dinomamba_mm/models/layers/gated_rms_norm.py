@@ -12,7 +12,7 @@ class GatedRMSNorm(nn.Module):
     With ``norm_before_gate=False`` (Mamba-2's default, used by DinoVim) the output is
     ``rmsnorm(x * silu(z)) * weight``; with ``True`` it is ``rmsnorm(x) * weight * silu(z)``.
     The root mean square is taken over each group of ``group_size`` consecutive channels
-    (one group for ``ngroups=1``). Computed in float32, returned in ``x``'s dtype.
+    (one group for ``ngroups=1``). Computed in float32 (float64 for float64 input), returned in ``x``'s dtype.
 
     Args:
         num_channels: number of channels C (the last dimension).
@@ -42,14 +42,15 @@ class GatedRMSNorm(nn.Module):
         if x.shape[-1] != self.num_channels:
             raise ValueError(f'x must have {self.num_channels} channels in its last dim, got '
                              f'shape {tuple(x.shape)}')
-        out = x.float()
+        compute_dtype = torch.promote_types(x.dtype, torch.float32)
+        out = x.to(compute_dtype)
         if z is not None and not self.norm_before_gate:
-            out = out * F.silu(z.float())
+            out = out * F.silu(z.to(compute_dtype))
         groups = out.unflatten(-1, (-1, self.group_size))
         groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
-        out = groups.flatten(-2) * self.weight.float()
+        out = groups.flatten(-2) * self.weight.to(compute_dtype)
         if z is not None and self.norm_before_gate:
-            out = out * F.silu(z.float())
+            out = out * F.silu(z.to(compute_dtype))
         return out.to(x.dtype)
 
     def extra_repr(self) -> str:
