@@ -1,0 +1,65 @@
+"""Parameters and FLOPs of a config's model (or backbone) at a given input size.
+
+    python tools/misc/get_flops.py CONFIG [--shape 224 [224]] [--part backbone|model]
+
+FLOPs are counted by torch.utils.flop_counter on what actually runs (matrix products and
+convolutions, 1 multiply-add = 2 FLOPs), so the SSD scan is counted as the chunked algorithm
+executes it; element-wise work is not counted, as in fvcore / mmengine's counters.
+"""
+import argparse
+from typing import Sequence
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import MODELS, init_default_scope
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
+    """Return {'params': int, 'flops': int} for one (1, 3, H, W) input."""
+    model.eval()
+    inputs = torch.zeros(1, 3, *shape)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(inputs)
+    return dict(params=sum(p.numel() for p in model.parameters()),
+                flops=counter.get_total_flops())
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description='Count parameters and FLOPs')
+    parser.add_argument('config')
+    parser.add_argument('--shape', type=int, nargs='+', default=[224],
+                        help='input H [W] (default 224)')
+    parser.add_argument('--part', choices=['backbone', 'model'], default='backbone',
+                        help="'model' runs the whole model's tensor forward")
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    args = parser.parse_args(argv)
+    if len(args.shape) not in (1, 2):
+        parser.error(f'--shape takes H or H W, got {args.shape}')
+    shape = args.shape * 2 if len(args.shape) == 1 else args.shape
+
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    model_cfg = cfg.model
+    if args.part == 'backbone':
+        # A DINO model wraps its backbone; a FrozenBackbone wraps it once more.
+        model_cfg = model_cfg.backbone
+        while 'backbone' in model_cfg and 'type' in model_cfg.get('backbone', {}):
+            model_cfg = model_cfg.backbone
+    model_cfg = dict(model_cfg)
+    model_cfg.pop('init_cfg', None)
+    model = MODELS.build(model_cfg)
+    if args.part == 'model':
+        forward = model.forward
+        model.forward = lambda x: forward(x, mode='tensor')
+    result = count(model, shape)
+    print(f'config: {args.config}\ninput: 1x3x{shape[0]}x{shape[1]} ({args.part})\n'
+          f'params: {result["params"] / 1e6:.2f} M\nFLOPs: {result["flops"] / 1e9:.2f} G')
+    return result
+
+
+if __name__ == '__main__':
+    main()
