@@ -73,8 +73,14 @@ class DINO(BaseSelfSupervisor):
         self.register_buffer('momentum', torch.tensor(1.0))
 
     def init_weights(self) -> None:
-        """Initialise the student, then start the teacher as an exact copy of it."""
+        """Initialise the student, then start the teacher as an exact copy of it.
+
+        With ``pretrained`` (a whole-model ``Pretrained`` init_cfg) the checkpoint's teacher
+        is kept.
+        """
         super().init_weights()
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            return
         self.teacher['backbone'].load_state_dict(self.backbone.state_dict())
         self.teacher['neck'].load_state_dict(self.neck.state_dict())
 

@@ -165,3 +165,21 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r'\(B, C, H, W\) with one B'):
         model.loss([torch.zeros(2, 3, 32, 32), torch.zeros(3, 3, 32, 32),
                     torch.zeros(2, 3, 16, 16)])
+
+
+def test_pretrained_keeps_the_checkpoint_teacher(tmp_path):
+    source = build()
+    with torch.no_grad():
+        for p in source.teacher.parameters():
+            p.add_(0.5)
+    path = str(tmp_path / 'dino.pth')
+    torch.save(dict(state_dict=source.state_dict()), path)
+    torch.manual_seed(1)
+    model = MODELS.build(dict(
+        type='DINO', backbone=VIT, pretrained=path,
+        neck=dict(type='dinomamba_mm.DINOProjectionHead', in_channels=16, out_channels=K,
+                  hidden_channels=24, bottleneck_channels=8),
+        head=dict(type='dinomamba_mm.DINOLossHead', out_channels=K)))
+    model.init_weights()
+    for key, value in source.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
