@@ -1,6 +1,7 @@
 """DINO's teacher temperature warm-up."""
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
+from mmengine.runner import IterBasedTrainLoop
 
 from dinomamba_mm.registry import HOOKS
 
@@ -45,6 +46,12 @@ class DINOTeacherTempHook(Hook):
             return self.warmup_teacher_temp
         return self.warmup_teacher_temp + (self.teacher_temp - self.warmup_teacher_temp) * (
             epoch / (self.warmup_epochs - 1))
+
+    def before_train(self, runner) -> None:
+        if self.warmup_epochs and isinstance(runner.train_loop, IterBasedTrainLoop):
+            raise ValueError('DINOTeacherTempHook counts epochs; with IterBasedTrainLoop the '
+                             f'epoch never advances, so warmup_epochs={self.warmup_epochs} '
+                             'would never end (use warmup_epochs=0 or an EpochBasedTrainLoop)')
 
     def before_train_epoch(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model

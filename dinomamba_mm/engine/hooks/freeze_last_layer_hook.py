@@ -3,6 +3,7 @@ from typing import List
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
+from mmengine.runner import IterBasedTrainLoop
 from torch import nn
 
 from dinomamba_mm.registry import HOOKS
@@ -34,6 +35,11 @@ class FreezeLastLayerHook(Hook):
         self._handle = None
 
     def before_train(self, runner) -> None:
+        if self.freeze_epochs and isinstance(runner.train_loop, IterBasedTrainLoop):
+            raise ValueError('FreezeLastLayerHook counts epochs; with IterBasedTrainLoop the '
+                             f'epoch never advances, so freeze_epochs={self.freeze_epochs} '
+                             'would freeze the layer for the whole run (use freeze_epochs=0 '
+                             'or an EpochBasedTrainLoop)')
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         try:
             module = model.get_submodule(self.module_name)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from mmengine.optim import OptimWrapper
 from mmengine.registry import MODEL_WRAPPERS
+from mmengine.runner import IterBasedTrainLoop
 from torch import nn
 
 import dinomamba_mm  # noqa: F401
@@ -86,6 +87,19 @@ def test_teacher_temperature_warmup(warmup, start, end):
         DINOTeacherTempHook(warmup_epochs=-1)
 
 
+def _iter_based_loop():
+    return IterBasedTrainLoop.__new__(IterBasedTrainLoop)
+
+
+def test_epoch_schedules_refuse_iter_based_loops():
+    runner = SimpleNamespace(train_loop=_iter_based_loop(), model=_HeadModel())
+    with pytest.raises(ValueError, match='warmup_epochs=3'):
+        DINOTeacherTempHook(warmup_epochs=3).before_train(runner)
+    DINOTeacherTempHook(warmup_epochs=0).before_train(runner)
+    with pytest.raises(ValueError, match='freeze_epochs=1'):
+        FreezeLastLayerHook(freeze_epochs=1).before_train(runner)
+
+
 def _two_group_optim(weight_decay=0.04):
     torch.manual_seed(0)
     net = nn.Linear(3, 2)
@@ -154,7 +168,7 @@ def test_freeze_last_layer(wrap):
     optim = OptimWrapper(torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5),
                          clip_grad=dict(max_norm=3.0))
     runner = SimpleNamespace(model=_StandInDDP(model) if wrap else model, optim_wrapper=optim,
-                             epoch=0)
+                             epoch=0, train_loop=None)
     hook = FreezeLastLayerHook(freeze_epochs=2)
     hook.before_train(runner)
 
