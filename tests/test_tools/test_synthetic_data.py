@@ -75,13 +75,13 @@ def test_cls_layout_loads_with_mmpretrain(tiny_root):
     from mmpretrain.datasets import CustomDataset, ImageNet
     from mmpretrain.datasets.transforms import LoadImageFromFile
     root, manifest = tiny_root
-    classes = manifest['classes']
+    classes = manifest['cls']['classes']
     for split in ('train', 'val'):
         dataset = ImageNet(data_root=osp.join(root, 'cls'), split=split,
                            metainfo=dict(classes=classes),
                            pipeline=[LoadImageFromFile()])
         assert len(dataset) == TINY[f'num_{split}']
-        recorded = {r['file']: r['label'] for r in manifest['cls'][split]}
+        recorded = {r['file']: r['label'] for r in manifest['cls']['records'][split]}
         for i in range(len(dataset)):
             info = dataset.get_data_info(i)
             rel = osp.relpath(info['img_path'], osp.join(root, 'cls', split))
@@ -93,7 +93,7 @@ def test_cls_layout_loads_with_mmpretrain(tiny_root):
     scanned = CustomDataset(data_root=osp.join(root, 'cls'), data_prefix='train')
     assert list(scanned.CLASSES) == classes
     assert sorted(int(x) for x in scanned.get_gt_labels()) == sorted(
-        r['label'] for r in manifest['cls']['train'])
+        r['label'] for r in manifest['cls']['records']['train'])
 
 
 def test_ade_layout_loads_with_mmseg(tiny_root):
@@ -103,12 +103,12 @@ def test_ade_layout_loads_with_mmseg(tiny_root):
     for split, folder in (('train', 'training'), ('val', 'validation')):
         dataset = BaseSegDataset(
             data_root=osp.join(root, 'ade'), img_suffix='.jpg', seg_map_suffix='.png',
-            reduce_zero_label=True, metainfo=dict(classes=tuple(manifest['classes'])),
+            reduce_zero_label=True, metainfo=dict(classes=tuple(manifest['ade']['classes'])),
             data_prefix=dict(img_path=f'images/{folder}',
                              seg_map_path=f'annotations/{folder}'),
             pipeline=[LoadAnnotations()])
         assert len(dataset) == TINY[f'num_{split}']
-        for i, record in enumerate(manifest['ade'][split]):
+        for i, record in enumerate(manifest['ade']['records'][split]):
             sample = dataset[i]
             assert osp.basename(sample['seg_map_path']) == record['file'] + '.png'
             seg = sample['gt_seg_map']
@@ -127,7 +127,7 @@ def test_coco_layout_loads_with_mmdet(tiny_root):
     from mmcv.transforms import LoadImageFromFile
     from mmdet.datasets.transforms import LoadAnnotations
     root, manifest = tiny_root
-    classes = tuple(manifest['classes'])
+    classes = tuple(manifest['coco']['classes'])
     for split in ('train', 'val'):
         ann_file = osp.join(root, 'coco', 'annotations', f'instances_{split}2017.json')
         with open(ann_file) as f:
@@ -168,6 +168,13 @@ def test_rerun_writes_identical_bytes(tiny_root, tmp_path):
     small = dict(TINY, num_train=3, num_val=2)
     make_synthetic.make_synthetic(str(tmp_path / 'again'), **small)
     assert len(os.listdir(tmp_path / 'again' / 'coco' / 'train2017')) == 3
+    # regenerating one layout leaves the others (and their manifest entries) alone
+    kept = _digest_tree(str(tmp_path / 'again' / 'cls'))
+    manifest = make_synthetic.make_synthetic(str(tmp_path / 'again'),
+                                             **dict(small, seed=9, layouts=('ade', )))
+    assert _digest_tree(str(tmp_path / 'again' / 'cls')) == kept
+    assert sorted(manifest) == ['ade', 'cls', 'coco'] and manifest['ade']['seed'] == 9
+    make_synthetic.make_synthetic(str(tmp_path / 'again'), **small)
     other = dict(small, seed=TINY['seed'] + 1)
     make_synthetic.make_synthetic(str(tmp_path / 'other'), **other)
     first, second = (_digest_tree(str(tmp_path / n)) for n in ('again', 'other'))
@@ -217,7 +224,7 @@ def test_dataset_configs_read_the_generated_layouts(tiny_root, kind, scope):
     root, manifest = tiny_root
     cfg = Config.fromfile(osp.join(REPO, 'configs', '_base_', 'datasets',
                                    f'synthetic_{kind}.py'))
-    assert list(cfg.classes) == manifest['classes']
+    assert list(cfg.classes) == manifest[kind]['classes']
     init_default_scope(scope)
     datasets = importlib.import_module(f'{scope}.registry').DATASETS
     for loader in (cfg.train_dataloader, cfg.val_dataloader):

@@ -9,7 +9,7 @@ position, rotation and inner texture (solid, stripes, checker, noise) over textu
 - ``<out>/coco``: several shapes per image, boxes, areas and RLE masks of the visible parts (COCO).
 
 See ``tools/data/synthetic_layout.py`` for the exact layouts. ``<out>/manifest.json`` records the
-options and what was drawn (class and visible pixel count of every shape).
+options of each layout and what was drawn (class and visible pixel count of every shape).
 
 Every image is drawn from its own generator seeded by (seed, layout, split, index), so a rerun with
 the same options writes the same bytes. Usage::
@@ -345,31 +345,37 @@ def write_coco(root: str, seed: int, num: Dict[str, int], size: int,
 
 
 # ---------------------------------------------------------------- entry point
-def _prepare_out(out: str) -> None:
-    """Create ``out`` or clear the layouts a previous run of this script wrote there."""
+def _prepare_out(out: str, layouts: Sequence[str]) -> Dict:
+    """Create ``out``, or clear the requested layouts a previous run of this script wrote
+    there (other layouts stay); returns the manifest of the layouts kept."""
     if osp.exists(out) and not osp.isdir(out):
         raise ValueError(f'--out {out!r} exists and is not a directory; expected a new or '
                          f'empty directory, or one written earlier by this script')
+    kept = {}
     if osp.isdir(out) and os.listdir(out):
         if not osp.isfile(osp.join(out, _MANIFEST)):
             raise ValueError(
                 f'--out {out!r} is a non-empty directory without {_MANIFEST}; refusing to '
                 f'write into a folder this script did not create')
-        for kind in LAYOUT_KINDS:
+        with open(osp.join(out, _MANIFEST)) as f:
+            kept = {k: v for k, v in json.load(f).items() if k not in layouts}
+        for kind in layouts:
             if osp.isdir(osp.join(out, kind)):
                 shutil.rmtree(osp.join(out, kind))
-        os.remove(osp.join(out, _MANIFEST))
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
         raise ValueError(f'--out {out!r} cannot be created: {error}') from error
+    return kept
 
 
 def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int = 100,
                    size: int = 224, seg_size: int = 256, det_size: int = 320,
                    classes: Sequence[str] = SHAPES, max_objects: int = 5,
                    layouts: Sequence[str] = LAYOUT_KINDS) -> Dict:
-    """Write the requested layouts under ``out`` and return the manifest.
+    """Write the requested layouts under ``out`` and return the manifest: per layout, the
+    options and (cls, ade) what was drawn in each image. Layouts not requested that an earlier
+    run wrote to ``out`` are kept.
 
     Args:
         out: output root; ``<out>/cls``, ``<out>/ade``, ``<out>/coco`` are created.
@@ -396,24 +402,26 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
     if bad or not layouts:
         raise ValueError(f'layouts must be a non-empty subset of {LAYOUT_KINDS}, '
                          f'got {list(layouts)}')
-    _prepare_out(out)
+    manifest = _prepare_out(out, layouts)
 
     classes = list(classes)
     num = {'train': num_train, 'val': num_val}
-    manifest = {'seed': seed, 'classes': classes, 'num': num,
-                'sizes': {'cls': size, 'ade': seg_size, 'coco': det_size},
-                'max_objects': max_objects, 'background_label': 0}
+    common = dict(seed=seed, classes=classes, num=num)
     if 'cls' in layouts:
-        manifest['cls'] = write_cls(osp.join(out, 'cls'), seed, num, size, classes)
+        manifest['cls'] = dict(common, size=size, records=write_cls(
+            osp.join(out, 'cls'), seed, num, size, classes))
     if 'ade' in layouts:
-        manifest['ade'] = write_ade(osp.join(out, 'ade'), seed, num, seg_size, classes,
-                                    max_objects)
+        manifest['ade'] = dict(common, size=seg_size, max_objects=max_objects,
+                               background_label=0, records=write_ade(
+                                   osp.join(out, 'ade'), seed, num, seg_size, classes,
+                                   max_objects))
     if 'coco' in layouts:
         write_coco(osp.join(out, 'coco'), seed, num, det_size, classes, max_objects)
+        manifest['coco'] = dict(common, size=det_size, max_objects=max_objects)
     for kind in layouts:
         check_layout(osp.join(out, kind), kind)
     with open(osp.join(out, _MANIFEST), 'w') as f:
-        json.dump(manifest, f)
+        json.dump(manifest, f, sort_keys=True)
     return manifest
 
 
@@ -441,9 +449,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     manifest = make_synthetic(args.out, args.seed, args.num_train, args.num_val, args.size,
                               args.seg_size, args.det_size, args.classes,
                               args.max_objects, args.layouts)
-    print(f'wrote {", ".join(args.layouts)} layouts ({manifest["num"]["train"]} train / '
-          f'{manifest["num"]["val"]} val images each, {len(manifest["classes"])} classes) '
-          f'to {args.out}')
+    print(f'wrote {", ".join(args.layouts)} layouts ({args.num_train} train / '
+          f'{args.num_val} val images each, {len(args.classes)} classes) to {args.out}')
 
 
 if __name__ == '__main__':
