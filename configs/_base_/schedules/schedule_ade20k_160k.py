@@ -1,0 +1,37 @@
+# ADE20K UperNet schedule for plain backbones (BEiT / MAE / Vim recipe), mmseg scope:
+# 160k iterations at 16 images per step (8 GPUs x 2), AdamW lr 1e-4, weight decay 0.05 (none on
+# 1-D parameters, position embedding, class / register tokens), layer-wise lr decay
+# (``layer_decay_rate`` per block, set by each backbone's config), 1500 linear warm-up
+# iterations then poly decay (power 1) to 0, bf16 autocast.
+optim_wrapper = dict(
+    type='AmpOptimWrapper',
+    dtype='bfloat16',
+    optimizer=dict(
+        type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05),
+    constructor='dinomamba_mm.LayerDecayOptimWrapperConstructor',
+    paramwise_cfg=dict(
+        layer_decay_rate=0.92,
+        flat_decay_mult=0.0,
+        custom_keys={
+            '.pos_embed': dict(decay_mult=0.0),
+            '.cls_token': dict(decay_mult=0.0),
+            '.register_tokens': dict(decay_mult=0.0),
+        }))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000,
+         by_epoch=False),
+]
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=160000, val_interval=16000)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=16000,
+                    max_keep_ckpts=3, save_best='mIoU'),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='SegVisualizationHook'))
+# the learning rate above is for 16 images per step
+auto_scale_lr = dict(enable=False, base_batch_size=16)
