@@ -65,7 +65,7 @@ def _check_inputs(score_map: ArrayLike,
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
         raise ValueError(f'score_map holds NaN or infinite values (map {bad})')
-    num_fg = mask.sum(axis=1)
+    num_fg = np.count_nonzero(mask, axis=1)
     for index, count in enumerate(num_fg):
         if count == 0 or count == mask.shape[1]:
             kind = 'no foreground' if count == 0 else 'no background'
@@ -98,32 +98,27 @@ def _pair_counts_split(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
 def _pair_counts_packed(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
     """The pair counts of ``_pair_counts_split`` from one sort of 64-bit keys (float32 only).
 
-    Key = (order-preserving uint32 image of the score) << 1 | is_fg, so after sorting, the
-    background pixels of a run of equal scores precede its foreground pixels and the number of
-    background pixels at or before a foreground pixel counts the pairs with S_bg <= S_fg.
+    Key = (order-preserving int32 image of the score) * 2 + is_fg. After sorting, the k-th
+    foreground pixel (0-based) at position p has p - k background pixels at or below its score;
+    a run of equal scores holding both classes shows as a background key directly followed by
+    the foreground key one above it, and contributes (#fg in run) x (#bg in run) tied pairs.
     """
-    bits = (scores + np.float32(0)).view(np.uint32)  # + 0 turns -0.0 into +0.0
-    ordered = np.where(bits >> np.uint32(31) != 0, ~bits, bits | np.uint32(0x80000000))
-    keys = ordered.astype(np.uint64)
-    keys <<= np.uint64(1)
+    bits = (scores + np.float32(0)).view(np.int32)  # + 0 turns -0.0 into +0.0
+    keys = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).astype(np.int64)
+    keys <<= 1
     keys |= mask
     keys.sort()
-    is_fg = (keys & np.uint64(1)).astype(bool)
-    is_bg = ~is_fg
-    keys >>= np.uint64(1)
-    bg_up_to = np.cumsum(is_bg)
-    below_or_tied = int(bg_up_to[is_fg].sum(dtype=np.int64))
-    run_starts = np.empty(keys.size, dtype=bool)
-    run_starts[0] = True
-    np.not_equal(keys[1:], keys[:-1], out=run_starts[1:])
-    if run_starts.all():
+    fg_positions = np.flatnonzero(keys & 1)
+    num_fg = fg_positions.size
+    below_or_tied = int(fg_positions.sum()) - num_fg * (num_fg - 1) // 2
+    mixed = np.flatnonzero(keys[1:] - keys[:-1] == 1) + 1
+    mixed = mixed[(keys[mixed] & 1) == 1]  # first foreground key of a run with background
+    if mixed.size == 0:
         return below_or_tied, 0
-    # background pixels strictly below a run = background count before the run's first pixel
-    first = np.where(run_starts, np.arange(keys.size), 0)
-    np.maximum.accumulate(first, out=first)
-    bg_before_run = (bg_up_to - is_bg)[first]
-    below = int(bg_before_run[is_fg].sum(dtype=np.int64))
-    return below, below_or_tied - below
+    run_fg = np.searchsorted(keys, keys[mixed], side='right') - mixed
+    run_bg = mixed - np.searchsorted(keys, keys[mixed] - 1, side='left')
+    tied = int((run_fg * run_bg).sum())
+    return below_or_tied - tied, tied
 
 
 def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,

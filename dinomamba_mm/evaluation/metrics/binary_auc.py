@@ -119,8 +119,11 @@ class BinaryAUC(BaseMetric):
             result['skipped'] = True
             return result
         upsampled = maps_at_label_size(maps, label.shape, sample)  # (L * K, H, W)
-        scores = upsampled[:, valid]  # (L * K, P)
-        masks = np.broadcast_to(foreground[valid], scores.shape)
+        if valid.all():
+            scores, fg_valid = upsampled.reshape(len(upsampled), -1), foreground.ravel()
+        else:
+            scores, fg_valid = upsampled[:, valid], foreground[valid]  # (L * K, P), (P,)
+        masks = np.broadcast_to(fg_valid, scores.shape)
         result['auc'] = np.asarray(
             binary_auc(scores[:, None], masks[:, None], self.mode, self.num_thresholds)
         ).reshape(maps.shape[:2])
