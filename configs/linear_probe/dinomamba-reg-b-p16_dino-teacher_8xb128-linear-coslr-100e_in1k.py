@@ -7,7 +7,7 @@ embed_dims = 768
 
 model = dict(
     backbone=dict(
-        checkpoint='work_dirs/dino_dinomamba-reg-b-p16_8xb64-100e_in1k/epoch_100.pth',
+        checkpoint='work_dirs/dino_dinomambareg-base-p16_8xb64-amp-coslr-100e_in1k/epoch_100.pth',
         backbone=dict(type='dinomamba_mm.DinoMambaReg', arch='base',
                       num_registers=12,
                       out_indices=list(range(-num_last_blocks, 0)))),

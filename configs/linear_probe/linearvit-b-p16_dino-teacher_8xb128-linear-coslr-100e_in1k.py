@@ -4,5 +4,5 @@ _base_ = './vit-b-p16_dino-teacher_8xb128-linear-coslr-100e_in1k.py'
 
 model = dict(
     backbone=dict(
-        checkpoint='work_dirs/dino_linearvit-b-p16_8xb64-100e_in1k/epoch_100.pth',
+        checkpoint='work_dirs/dino_linearvit-base-p16_8xb64-amp-coslr-100e_in1k/epoch_100.pth',
         backbone=dict(type='dinomamba_mm.LinearViT')))

@@ -8,7 +8,7 @@ embed_dims = 768
 
 model = dict(
     backbone=dict(
-        checkpoint='work_dirs/dino_vit-b-p16_8xb64-100e_in1k/epoch_100.pth',
+        checkpoint='work_dirs/dino_vit-base-p16_8xb64-amp-coslr-100e_in1k/epoch_100.pth',
         backbone=dict(
             _delete_=True,
             type='VisionTransformer',
