@@ -1,0 +1,211 @@
+"""The chunked PyTorch SSD path (impl='torch') against the float64 sequential oracle (naive.py).
+
+Tolerances (relative to max(1, max |reference|), per tensor):
+  fp32 inputs: outputs and gradients 1e-4 (observed ~1e-6); float32 accumulation only.
+  fp16 inputs (x, dt, B, C, z in fp16; A, D, dt_bias float32; oracle on the same rounded values):
+    3e-3 (fp16 output rounding is 2^-11).
+  bf16 inputs: 2e-2 (bf16 output rounding is 2^-8).
+  float64 inputs: torch.autograd.gradcheck (the path accumulates in float64 then).
+Every value of every axis (L, chunk size, G, D, z, dt_bias, states, reverse) appears in the case
+list; the cross product would be too slow for the 2-core budget.
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ssd_cases import cast, make_inputs, one_thread, weighted_sum  # noqa: E402,F401
+
+TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+# (length, chunk_size, groups, D, z, dt_bias, states, reverse, dt_limit)
+CASES = [
+    (1, 16, 1, 'H', True, True, True, False, None),
+    (1, 256, 2, None, False, False, True, True, None),
+    (7, 16, 2, 'HP', True, True, True, True, (0.05, 0.15)),
+    (7, 64, 1, None, False, False, False, False, None),
+    (197, 64, 2, 'H', False, True, True, False, None),
+    (197, 256, 1, 'HP', True, False, False, True, None),
+    (256, 256, 1, 'HP', True, True, True, False, None),
+    (256, 16, 2, None, False, False, True, True, (0.0, 0.1)),
+    (257, 256, 2, 'H', True, True, True, True, None),
+    (257, 64, 1, None, False, True, False, False, None),
+    (1000, 64, 2, 'HP', True, True, True, True, None),
+    (1000, 256, 1, None, False, True, False, False, None),
+]
+
+
+def _case_id(case):
+    length, chunk, groups, D, z, bias, states, reverse, limit = case
+    return (f'L{length}-c{chunk}-G{groups}-D{D}-z{int(z)}-bias{int(bias)}-st{int(states)}'
+            f'-{"rev" if reverse else "fwd"}{"-lim" if limit else ""}')
+
+
+def _assert_close(actual, expected, tol, name):
+    scale = max(1.0, expected.abs().max().item())
+    err = (actual.double() - expected).abs().max().item()
+    assert err <= tol * scale, f'{name}: max abs error {err:.3e} > {tol:.0e} x {scale:.3g}'
+
+
+def _run_both(inputs, dtype, chunk, reverse, dt_limit, states, seed=1):
+    """Outputs and input gradients of the torch path (in dtype) and of the oracle (float64 on the
+    same rounded values), for one random weighting of every output."""
+    kwargs = dict(dt_softplus='dt_bias' in inputs, reverse=reverse,
+                  return_final_states=states)
+    if dt_limit is not None:
+        kwargs['dt_limit'] = dt_limit
+    ours_in = cast(inputs, dtype, grad=True)
+    ref_in = {k: v.detach().double().requires_grad_() for k, v in ours_in.items()}
+    ours = ssd_scan(**ours_in, chunk_size=chunk, impl='torch', **kwargs)
+    ref = ssd_scan_naive(**ref_in, **kwargs)
+    ours, ref = (ours if states else (ours, )), (ref if states else (ref, ))
+    gen = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in ref]
+    # the torch path sees its output gradient in the output dtype: round the oracle's the same way
+    weights = [w.to(o.dtype).double() for w, o in zip(weights, ours)]
+    names = list(ours_in)
+    grads = torch.autograd.grad(weighted_sum(ours, weights), [ours_in[n] for n in names])
+    ref_grads = torch.autograd.grad(weighted_sum(ref, weights), [ref_in[n] for n in names])
+    return ours, ref, dict(zip(names, grads)), dict(zip(names, ref_grads))
+
+
+@pytest.mark.parametrize('case', CASES, ids=_case_id)
+def test_matches_oracle_fp32(case):
+    length, chunk, groups, D, z, bias, states, reverse, limit = case
+    inputs = make_inputs(length=length, groups=groups, D=D, z=z, dt_bias=bias,
+                         initial_states=states, softplus=bias, seed=length + chunk)
+    ours, ref, grads, ref_grads = _run_both(inputs, torch.float32, chunk, reverse, limit, states)
+    assert ours[0].dtype == torch.float32 and ours[0].shape == ref[0].shape
+    for name, o, r in zip(('y', 'final_states'), ours, ref):
+        _assert_close(o, r, TOL[torch.float32], name)
+    for name in grads:
+        assert grads[name].dtype == inputs[name].to(torch.float32).dtype
+        _assert_close(grads[name], ref_grads[name], TOL[torch.float32], f'd{name}')
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('reverse', [False, True])
+def test_low_precision_inputs(dtype, reverse):
+    inputs = make_inputs(length=197, groups=2, D='H', z=True, dt_bias=True,
+                         initial_states=True, seed=3)
+    ours, ref, grads, ref_grads = _run_both(inputs, dtype, 64, reverse, None, True)
+    assert ours[0].dtype == dtype and ours[1].dtype == torch.float32
+    for name, o, r in zip(('y', 'final_states'), ours, ref):
+        _assert_close(o, r, TOL[dtype], name)
+    for name in grads:
+        assert grads[name].dtype == cast(inputs, dtype)[name].dtype
+        _assert_close(grads[name], ref_grads[name], TOL[dtype], f'd{name}')
+
+
+def test_chunk_size_does_not_change_the_result():
+    inputs = cast(make_inputs(length=200, groups=2, D='H', dt_bias=True, seed=5), torch.float32)
+    ys = [ssd_scan(**inputs, chunk_size=c, dt_softplus=True, impl='torch') for c in (1, 13, 200)]
+    ref = ssd_scan_naive(**inputs, dt_softplus=True)
+    for y in ys:
+        _assert_close(y, ref, TOL[torch.float32], 'y')
+
+
+@pytest.mark.parametrize('reverse', [False, True])
+def test_gradcheck_float64(reverse):
+    inputs = make_inputs(batch=1, length=9, heads=2, headdim=2, groups=2, dstate=3, D='HP',
+                         z=True, dt_bias=True, initial_states=True, seed=7)
+    names = list(inputs)
+    leaves = [inputs[n].clone().requires_grad_() for n in names]
+
+    def scan(*tensors):
+        return ssd_scan(**dict(zip(names, tensors)), chunk_size=4, dt_softplus=True,
+                        dt_limit=(0.01, 10.0), return_final_states=True, reverse=reverse,
+                        impl='torch')
+
+    assert torch.autograd.gradcheck(scan, leaves, fast_mode=True)
+
+
+def test_gradcheck_bidirectional_float64():
+    fwd = make_inputs(batch=1, length=8, heads=2, headdim=2, groups=1, dstate=3, D='H',
+                      dt_bias=True, seed=8)
+    bwd = make_inputs(batch=1, length=8, heads=2, headdim=2, groups=1, dstate=3, D='H',
+                      dt_bias=True, seed=9)
+    names = ['x', 'dt', 'A', 'B', 'C', 'D', 'dt_bias']
+    leaves = [t.clone().requires_grad_() for t in [fwd[n] for n in names] + [bwd[n] for n in names]]
+
+    def scan(*tensors):
+        pairs = {n: (tensors[i], tensors[i + len(names)]) for i, n in enumerate(names)}
+        return ssd_scan_bidirectional(**pairs, chunk_size=3, dt_softplus=True, impl='torch')
+
+    assert torch.autograd.gradcheck(scan, leaves, fast_mode=True)
+
+
+@pytest.mark.parametrize('length,chunk', [(197, 64), (257, 256)])
+def test_bidirectional_matches_two_oracle_scans(length, chunk):
+    """Per-direction pairs for x, dt, B, C, D, dt_bias, one A shared by both directions; the
+    backward output is the reverse scan in input order, and A's gradient sums both directions."""
+    fwd = cast(make_inputs(length=length, D='H', dt_bias=True, z=True, seed=11), torch.float32,
+               grad=True)
+    bwd = cast(make_inputs(length=length, D='H', dt_bias=True, z=True, seed=12), torch.float32,
+               grad=True)
+    shared_A = fwd['A']
+    pairs = {n: (fwd[n], bwd[n]) for n in fwd if n != 'A'}
+    y_fwd, y_bwd = ssd_scan_bidirectional(**pairs, A=shared_A, chunk_size=chunk,
+                                          dt_softplus=True, impl='torch')
+    ref_f = {n: t.detach().double().requires_grad_() for n, t in fwd.items()}
+    ref_b = {n: t.detach().double().requires_grad_() for n, t in bwd.items() if n != 'A'}
+    r_fwd = ssd_scan_naive(**ref_f, dt_softplus=True)
+    r_bwd = ssd_scan_naive(**ref_b, A=ref_f['A'], dt_softplus=True, reverse=True)
+    _assert_close(y_fwd, r_fwd, TOL[torch.float32], 'y_fwd')
+    _assert_close(y_bwd, r_bwd, TOL[torch.float32], 'y_bwd')
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(r_fwd.shape, generator=gen, dtype=torch.float64) for _ in range(2)]
+    leaves = list(fwd.values()) + [bwd[n] for n in pairs]
+    ref_leaves = list(ref_f.values()) + [ref_b[n] for n in pairs]
+    grads = torch.autograd.grad(weighted_sum((y_fwd, y_bwd), weights), leaves)
+    ref_grads = torch.autograd.grad(weighted_sum((r_fwd, r_bwd), weights), ref_leaves)
+    for i, (g, r) in enumerate(zip(grads, ref_grads)):
+        _assert_close(g, r, TOL[torch.float32], f'grad {i}')
+
+
+def test_bidirectional_shared_inputs_equal_forward_and_reverse_scans():
+    inputs = cast(make_inputs(length=70, groups=2, D='HP', seed=13), torch.float32)
+    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs, chunk_size=16, dt_softplus=True)
+    ref_fwd = ssd_scan_naive(**inputs, dt_softplus=True)
+    ref_bwd = ssd_scan_naive(**inputs, dt_softplus=True, reverse=True)
+    _assert_close(y_fwd, ref_fwd, TOL[torch.float32], 'y_fwd')
+    _assert_close(y_bwd, ref_bwd, TOL[torch.float32], 'y_bwd')
+
+
+def test_non_contiguous_inputs():
+    """x, B, C, z as column slices of one projection, as a Mamba-2 in_proj produces them."""
+    heads, headdim, groups, dstate, length = 4, 3, 2, 5, 33
+    gen = torch.Generator().manual_seed(14)
+    proj = torch.randn(2, length, 2 * heads * headdim + 2 * groups * dstate, generator=gen)
+    x, B, C, z = proj.split([heads * headdim, groups * dstate, groups * dstate,
+                             heads * headdim], dim=-1)
+    x, z = x.unflatten(-1, (heads, headdim)), z.unflatten(-1, (heads, headdim))
+    B, C = B.unflatten(-1, (groups, dstate)), C.unflatten(-1, (groups, dstate))
+    dt = torch.randn(2, length, heads, generator=gen) - 2
+    A = -torch.rand(heads, generator=gen) * 0.3
+    y = ssd_scan(x, dt, A, B, C, chunk_size=8, z=z, dt_softplus=True, impl='torch')
+    ref = ssd_scan_naive(x, dt, A, B, C, z=z, dt_softplus=True)
+    _assert_close(y, ref, TOL[torch.float32], 'y')
+
+
+@pytest.mark.parametrize('reverse', [False, True])
+def test_mixing_matrix_reproduces_the_scan(reverse):
+    inputs = make_inputs(length=23, groups=2, D='H', dt_bias=True, seed=15)
+    M = ssd_mixing_matrix(inputs['dt'], inputs['A'], inputs['B'], inputs['C'],
+                          dt_bias=inputs['dt_bias'], dt_softplus=True, dt_limit=(0.0, 0.2),
+                          reverse=reverse)
+    assert M.shape == (2, 4, 23, 23) and M.dtype == torch.float32
+    y = torch.einsum('bhij,bjhp->bihp', M.double(), inputs['x'])
+    y = y + inputs['x'] * inputs['D'][:, None]
+    ref = ssd_scan_naive(**inputs, dt_softplus=True, dt_limit=(0.0, 0.2), reverse=reverse)
+    _assert_close(y, ref, 1e-5, 'M x + D x')
+    causal = torch.ones(23, 23, dtype=torch.bool)
+    outside = ~(causal.triu() if reverse else causal.tril())
+    assert (M[..., outside] == 0).all()
