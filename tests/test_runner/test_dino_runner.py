@@ -22,14 +22,13 @@ sys.path.insert(0, osp.join(ROOT, 'tests'))
 from helpers.tiny_cls_data import write_tiny_cls_dataset  # noqa: E402
 
 CONFIG_DIR = osp.join(ROOT, 'configs', 'dino')
+MAMBA_ARCH = dict(_delete_=True, embed_dims=16, num_layers=2, headdim=8, d_state=4)
+VIT_ARCH = dict(_delete_=True, embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32)
 TINY_BACKBONES = {
-    'dinomamba_mm.DinoVim': dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, headdim=8, d_state=4)),
-    'dinomamba_mm.DinoMambaReg': dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, headdim=8,
-                                                d_state=4)),
-    'dinomamba_mm.LinearViT': dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, num_heads=2,
-                                             feedforward_channels=32)),
-    'mmpretrain.VisionTransformer': dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, num_heads=2,
-                                                   feedforward_channels=32)),
+    'dinomamba_mm.DinoVim': dict(arch=MAMBA_ARCH),
+    'dinomamba_mm.DinoMambaReg': dict(arch=MAMBA_ARCH),
+    'dinomamba_mm.LinearViT': dict(arch=VIT_ARCH),
+    'mmpretrain.VisionTransformer': dict(arch=VIT_ARCH),
 }
 TINY = '''
 _base_ = ['{config}']
@@ -150,7 +149,8 @@ def test_two_iterations(tmp_path, config_name):
     assert model.momentum.item() == pytest.approx(1 - 0.004 * (1 + np.cos(np.pi / 2)) / 2)
     ckpt = torch.load(str(tmp_path / 'work' / 'epoch_2.pth'), map_location='cpu')
     state = ckpt['state_dict']
-    teacher_keys = [k[len('teacher.backbone.'):] for k in state if k.startswith('teacher.backbone.')]
+    prefix = 'teacher.backbone.'
+    teacher_keys = [k[len(prefix):] for k in state if k.startswith(prefix)]
     assert sorted(teacher_keys) == sorted(model.backbone.state_dict())
     assert {'head.center', 'head.teacher_temp', 'momentum'} <= set(state)
     assert state['head.center'].abs().sum() > 0

@@ -1,4 +1,4 @@
-"""DINO's multi-crop augmentation: global crops for teacher and student, local crops for the student."""
+"""DINO's multi-crop augmentation: global crops (teacher and student), local crops (student)."""
 from typing import Optional, Sequence, Tuple
 
 from mmcv.transforms import RandomApply, RandomFlip, RandomGrayscale

@@ -19,7 +19,7 @@ class CosineWeightDecayHook(Hook):
     the group's value when training started (recorded in the group, so it is saved with the
     optimizer state and a resumed run continues exactly). Groups built without decay
     (``bias_decay_mult=0`` / ``flat_decay_mult=0`` in ``paramwise_cfg``) stay at 0; decayed
-    groups follow ``cosine(base, final, it, T) = final + (base - final) * (1 + cos(pi it / T)) / 2``.
+    groups follow ``final + (base - final) * (1 + cos(pi * it / T)) / 2``.
 
     Args:
         final_weight_decay (float): Weight decay at the end of training. Defaults to 0.4.

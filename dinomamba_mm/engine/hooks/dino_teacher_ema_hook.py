@@ -10,7 +10,7 @@ from .cosine_schedule import cosine_schedule
 
 @HOOKS.register_module()
 class DINOTeacherEMAHook(Hook):
-    """After every optimizer step, update the teacher: ``teacher <- m * teacher + (1 - m) * student``.
+    """After every optimizer step: ``teacher <- m * teacher + (1 - m) * student``.
 
     The momentum follows ``m(it) = final + (base - final) * (1 + cos(pi * it / max_iters)) / 2``
     for iteration ``it`` (0-based, the one just trained), as in DINO. It is a pure function

@@ -13,13 +13,13 @@ class DINOTeacherTempHook(Hook):
     For epoch ``e`` (0-based) and ``W = warmup_epochs`` (DINO's ``np.linspace`` warm-up,
     both ends included)::
 
-        temp(e) = warmup_teacher_temp + (teacher_temp - warmup_teacher_temp) * e / (W - 1)  if e < W
-        temp(e) = teacher_temp                                                              otherwise
+        temp(e) = warmup + (teacher_temp - warmup) * e / (W - 1)   if e < W
+        temp(e) = teacher_temp                                     otherwise
 
-    (``W == 1`` gives ``warmup_teacher_temp`` for epoch 0.) The value is written into
-    ``model.head.teacher_temp`` (a buffer of :class:`DINOLossHead`). Stateless: a resumed run
-    gets the same values. The paper's recipe keeps 0.04 throughout (``warmup_epochs=0``);
-    DINO's own default is 0.04 -> 0.07 over 30 epochs.
+    with ``warmup = warmup_teacher_temp`` (``W == 1`` gives ``warmup`` for epoch 0). The value
+    is written into ``model.head.teacher_temp`` (a buffer of :class:`DINOLossHead`).
+    Stateless: a resumed run gets the same values. The paper's recipe keeps 0.04 throughout
+    (``warmup_epochs=0``); DINO's own default is 0.04 -> 0.07 over 30 epochs.
 
     Args:
         warmup_teacher_temp (float): Temperature at epoch 0. Defaults to 0.04.

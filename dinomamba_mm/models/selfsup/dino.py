@@ -26,7 +26,8 @@ class DINO(BaseSelfSupervisor):
 
     Checkpoint keys (``state_dict``): student ``backbone.*`` / ``neck.*``; teacher
     ``teacher.backbone.*`` / ``teacher.neck.*`` (the teacher backbone is the model to evaluate
-    and export, e.g. ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='teacher.backbone.')``);
+    and export, e.g. ``init_cfg=dict(type='Pretrained', checkpoint=...,
+    prefix='teacher.backbone.')``);
     buffers ``head.center`` (1, K), ``head.teacher_temp`` () and ``momentum`` () (the last
     teacher momentum used).
 
