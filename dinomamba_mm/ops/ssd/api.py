@@ -53,6 +53,8 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
     p = prefix
     _check_tensor(p + 'x', x, 4, '(B, L, H, P)')
     batch, length, heads, headdim = x.shape
+    if length == 0:
+        raise ValueError(f'{p}x must hold at least one token, got shape {_shape(x)}')
     _check_tensor(p + 'dt', dt, 3, '(B, L, H)')
     _check_dims(p + 'dt', dt, (batch, length, heads), '(B, L, H)')
     _check_tensor(p + 'A', A, 1, '(H,)')

@@ -1,0 +1,162 @@
+"""ssd_scan / ssd_scan_bidirectional / ssd_mixing_matrix: input validation and dispatch."""
+import os
+import sys
+import types
+
+import pytest
+import torch
+
+from dinomamba_mm.ops.ssd import api, ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ssd_cases import cast, make_inputs  # noqa: E402
+
+
+@pytest.fixture
+def inputs():
+    return cast(make_inputs(batch=2, length=6, heads=4, headdim=3, groups=2, dstate=5, D='H',
+                            z=True, dt_bias=True, initial_states=True), torch.float32)
+
+
+def _bad(inputs, **changes):
+    return {**inputs, **changes}
+
+
+@pytest.mark.parametrize('name,value,pattern', [
+    ('x', torch.zeros(2, 6, 4), r'x must have shape \(B, L, H, P\).*got shape \(2, 6, 4\)'),
+    ('dt', torch.zeros(2, 6, 3), r'dt must have shape \(B, L, H\) = \(2, 6, 4\), got \(2, 6, 3\)'),
+    ('A', torch.zeros(4, 1), r'A must have shape \(H,\).*got shape \(4, 1\)'),
+    ('A', torch.zeros(3), r'A must have shape \(H,\) = \(4,\), got \(3,\)'),
+    ('B', torch.zeros(2, 5, 2, 5), r'B must have shape \(B, L, G, N\) with \(B, L\) = \(2, 6\)'),
+    ('B', torch.zeros(2, 6, 3, 5), r'H = 4 .* multiple of the number of groups G = 3'),
+    ('C', torch.zeros(2, 6, 2, 4), r'C must have shape \(B, L, G, N\) as B = \(2, 6, 2, 5\)'),
+    ('D', torch.zeros(3), r'D must have shape \(H,\) = \(4,\) or \(H, P\) = \(4, 3\), got \(3,\)'),
+    ('D', torch.zeros(4, 3, 1), r'D must have shape \(H,\) or \(H, P\), got \(4, 3, 1\)'),
+    ('z', torch.zeros(2, 6, 4, 2), r'z must have shape \(B, L, H, P\) as x = \(2, 6, 4, 3\)'),
+    ('dt_bias', torch.zeros(5), r'dt_bias must have shape \(H,\) = \(4,\), got \(5,\)'),
+    ('initial_states', torch.zeros(2, 4, 3, 4),
+     r'initial_states must have shape \(B, H, P, N\) = \(2, 4, 3, 5\), got \(2, 4, 3, 4\)'),
+    ('B', torch.zeros(2, 6, 2, 5, dtype=torch.float64),
+     r'B has dtype torch.float64 but x has torch.float32'),
+    ('z', torch.zeros(2, 6, 4, 3, dtype=torch.bfloat16),
+     r'z has dtype torch.bfloat16 but x has torch.float32'),
+    ('dt', torch.zeros(2, 6, 4, dtype=torch.int64), r'dt must be a floating point tensor'),
+    ('x', torch.zeros(2, 6, 4, 3, device='meta'), r'dt is on device cpu but x is on meta'),
+])
+def test_bad_tensor_raises_value_error(inputs, name, value, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**_bad(inputs, **{name: value}))
+
+
+def test_non_tensor_raises_type_error(inputs):
+    with pytest.raises(TypeError, match='x must be a torch.Tensor of shape .* got list'):
+        ssd_scan(**_bad(inputs, x=[[1.0]]))
+
+
+@pytest.mark.parametrize('kwargs,pattern', [
+    (dict(chunk_size=0), 'chunk_size must be a positive int, got 0'),
+    (dict(chunk_size=-4), 'chunk_size must be a positive int, got -4'),
+    (dict(chunk_size=2.5), 'chunk_size must be a positive int, got 2.5'),
+    (dict(dt_limit=(0.5, 0.1)), r'dt_limit must satisfy 0 <= min <= max, got \(0.5, 0.1\)'),
+    (dict(dt_limit=(-1.0, 1.0)), r'dt_limit must satisfy 0 <= min <= max, got \(-1.0, 1.0\)'),
+    (dict(dt_limit=(0.0, float('nan'))), 'dt_limit must satisfy 0 <= min <= max'),
+    (dict(dt_limit=0.1), 'dt_limit must be a pair'),
+    (dict(dt_limit=(0.1, 0.2, 0.3)), 'dt_limit must be a pair'),
+    (dict(impl='cuda'), "impl must be one of None, 'auto', 'torch', 'triton', got 'cuda'"),
+])
+def test_bad_option_raises_value_error(inputs, kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**inputs, **kwargs)
+
+
+def test_empty_sequence_raises(inputs):
+    empty = cast(make_inputs(length=0, groups=2), torch.float32)
+    with pytest.raises(ValueError, match=r'x must hold at least one token, got shape'):
+        ssd_scan(**empty)
+
+
+def test_bad_environment_variable(inputs, monkeypatch):
+    monkeypatch.setenv(api.ENV_IMPL, 'fast')
+    with pytest.raises(ValueError, match="environment variable DINOMAMBA_SSD_IMPL must be one "
+                                         "of .* got 'fast'"):
+        ssd_scan(**inputs)
+
+
+def test_bidirectional_validation(inputs):
+    pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
+    with pytest.raises(ValueError, match='backward dt must have shape'):
+        ssd_scan_bidirectional(**_bad(pair, dt=(pair['dt'], pair['dt'][:, :3])))
+    with pytest.raises(ValueError, match='x must be a tensor or a .forward, backward. pair, got a '
+                                         'sequence of length 3'):
+        ssd_scan_bidirectional(**_bad(pair, x=(pair['x'],) * 3))
+    with pytest.raises(ValueError, match='D must be given for both directions or for neither'):
+        ssd_scan_bidirectional(**_bad(pair, D=(pair['D'], None)))
+    one_row = {k: (v, v[:1]) if k in ('x', 'dt', 'B', 'C', 'z') else v for k, v in pair.items()}
+    with pytest.raises(ValueError, match=r'forward and backward x must match .* got \(2, 6, 4, 3\)'):
+        ssd_scan_bidirectional(**one_row)
+
+
+def test_mixing_matrix_validation(inputs):
+    with pytest.raises(ValueError, match=r'A must have shape \(H,\) = \(4,\), got \(2,\)'):
+        ssd_mixing_matrix(inputs['dt'], torch.zeros(2), inputs['B'], inputs['C'])
+    with pytest.raises(ValueError, match=r'dt must have shape \(B, L, H\) \(3 dims\)'):
+        ssd_mixing_matrix(inputs['dt'][0], inputs['A'], inputs['B'], inputs['C'])
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, name):
+        def fn(*args):
+            self.calls.append((name, args))
+            return 'result of ' + name
+        return fn
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """Replace both implementations by recorders (the Triton one as a stand-in module)."""
+    rec = _Recorder()
+    monkeypatch.setattr(api, 'ssd_chunk_torch', rec('torch'))
+    monkeypatch.setattr(api, 'ssd_bidirectional_torch', rec('torch-bidirectional'))
+    fake = types.ModuleType('dinomamba_mm.ops.ssd.triton_chunk')
+    fake.ssd_chunk_triton = rec('triton')
+    fake.ssd_bidirectional_triton = rec('triton-bidirectional')
+    monkeypatch.setitem(sys.modules, 'dinomamba_mm.ops.ssd.triton_chunk', fake)
+    monkeypatch.delenv(api.ENV_IMPL, raising=False)
+    return rec
+
+
+@pytest.mark.parametrize('impl,env,expected', [
+    (None, None, 'torch'),  # CPU tensors: auto means torch
+    ('auto', None, 'torch'),
+    ('torch', None, 'torch'),
+    ('triton', None, 'triton'),
+    (None, 'triton', 'triton'),
+    ('auto', 'torch', 'torch'),
+    ('torch', 'triton', 'torch'),  # an explicit impl wins over the environment
+])
+def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
+    if env is not None:
+        monkeypatch.setenv(api.ENV_IMPL, env)
+    assert ssd_scan(**inputs, impl=impl) == f'result of {expected}'
+    pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
+    assert ssd_scan_bidirectional(**pair, impl=impl) == f'result of {expected}-bidirectional'
+
+
+def test_dispatch_passes_the_contract_signature(inputs, recorder):
+    ssd_scan(**inputs, chunk_size=32, dt_softplus=True, dt_limit=[0.0, 2.0],
+             return_final_states=True, reverse=True, impl='triton')
+    name, args = recorder.calls[-1]
+    i = inputs
+    expected = (i['x'], i['dt'], i['A'], i['B'], i['C'], 32, i['D'], i['z'], i['dt_bias'], True,
+                (0.0, 2.0), i['initial_states'], True, True)
+    assert name == 'triton' and len(args) == len(expected)
+    for got, want in zip(args, expected):
+        assert got is want or got == want
+    pair = {k: v for k, v in inputs.items() if k not in ('initial_states', 'z')}
+    ssd_scan_bidirectional(**_bad(pair, x=(i['x'], i['z'])), impl='torch')
+    name, args = recorder.calls[-1]
+    assert args[0][0] is i['x'] and args[0][1] is i['z'] and args[1] == (i['dt'], i['dt'])
+    assert args[7] == (None, None)
