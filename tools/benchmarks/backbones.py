@@ -1,0 +1,217 @@
+"""Time and peak memory of DinoVim-T, LinearViT and mmpretrain's ViT at matched width, side by side.
+
+    python tools/benchmarks/backbones.py                      # 224 / 448 / 768 / 1024 px
+    python tools/benchmarks/backbones.py --sizes 224 448 --modes fwd
+
+Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers every token):
+  DinoVim-T  : DinoVim arch 'tiny': width 256, 24 blocks, d_inner 512, 8 heads x 64, d_state 64,
+               chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU)
+  LinearViT  : width 256, 24 layers, 4 heads x 64, FFN 1024, phi(Q)(phi(K)^T V) attention
+  ViT        : mmpretrain VisionTransformer, the same arch dict (softmax attention)
+For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
+sizes in increasing order; per size: one warm-up run, then the median of up to ``--repeats`` runs
+(fewer when one run exceeds ``--point-seconds`` / repeats), as process CPU time (robust to other
+jobs on a shared machine) and wall time. Peak memory = the process's peak RSS (ru_maxrss) after the size's
+runs minus the RSS before its first run, so it includes weights' gradients in 'fwd+bwd'.
+Prints a table, the log-log slope of time vs tokens from the smallest to the largest size
+(the growth exponent), DinoVim / ViT ratios, a per-part profile of one DinoVim mixer at the
+largest size, and the machine (platform, CPUs, load average, torch and thread count).
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
+MODES = ('fwd', 'fwd+bwd')
+VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
+
+
+def build(name: str):
+    import torch  # noqa: F401
+    from mmpretrain.models import VisionTransformer
+
+    from dinomamba_mm.models.backbones import DinoVim, LinearViT
+    if name == 'DinoVim-T':
+        return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.)
+    if name == 'LinearViT':
+        return LinearViT(arch=dict(VIT_ARCH), out_type='raw')
+    if name == 'ViT':
+        return VisionTransformer(arch=dict(VIT_ARCH), out_type='raw')
+    raise ValueError(f'unknown model {name!r}, expected one of {MODELS}')
+
+
+def rss_mb() -> float:
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
+           threads: int) -> None:
+    """Measure one model in one mode at every size; one JSON line per size on stdout."""
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = build(name)
+    model.eval()  # mmpretrain's BaseBackbone.train returns None: no chaining
+    params = sum(p.numel() for p in model.parameters())
+    for size in sizes:
+        img = torch.randn(1, 3, size, size)
+
+        def run():
+            if mode == 'fwd':
+                with torch.no_grad():
+                    model(img)
+            else:
+                model.zero_grad(set_to_none=True)
+                model(img)[-1].float().pow(2).mean().backward()
+
+        before = rss_mb()
+        start = time.perf_counter()
+        run()
+        first = time.perf_counter() - start
+        runs = max(1, min(repeats, int(point_seconds // max(first, 1e-9))))
+        wall, cpu = [], []
+        for _ in range(runs):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run()
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+        tokens = (size // 16)**2 + 1
+        print(json.dumps(dict(model=name, mode=mode, size=size, tokens=tokens, params=params,
+                              ms=1000 * statistics.median(wall),
+                              cpu_ms=1000 * statistics.median(cpu), runs=runs,
+                              peak_mb=max(0., peak_rss_mb() - before))), flush=True)
+
+
+def profile_mixer(size: int, repeats: int = 2) -> list:
+    """Milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens."""
+    import torch
+
+    from dinomamba_mm.models.layers import BidirectionalMamba2Mixer
+    from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(256)
+    u = torch.randn(1, (size // 16)**2 + 1, 256)
+
+    def timed(fn):
+        fn()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            out = fn()
+        return 1000 * (time.perf_counter() - start) / repeats, out
+
+    with torch.no_grad():
+        t_proj, _ = timed(lambda: mixer.in_proj(u))
+        t_inputs, inputs = timed(lambda: mixer.ssd_inputs(u))
+        f, b = inputs['forward'], inputs['backward']
+        t_scan, (y_f, y_b) = timed(lambda: ssd_scan_bidirectional(
+            x=(f['x'], b['x']), dt=f['dt'], A=(f['A'], b['A']), B=(f['B'], b['B']),
+            C=(f['C'], b['C']), chunk_size=mixer.chunk_size, D=(f['D'], b['D']),
+            dt_bias=(f['dt_bias'], b['dt_bias']), dt_softplus=True))
+        z = inputs['z']
+        t_norm, y = timed(lambda: (mixer.norm(y_f.flatten(-2), z)
+                                   + mixer.norm_b(y_b.flatten(-2), z)) / 2)
+        t_out, _ = timed(lambda: mixer.out_proj(y))
+        t_all, _ = timed(lambda: mixer(u))
+    return [('in_proj', t_proj), ('conv1d x2 + SiLU + split', t_inputs - t_proj),
+            ('SSD scan, both directions', t_scan), ('gated RMSNorm x2 + average', t_norm),
+            ('out_proj', t_out), ('whole mixer', t_all)]
+
+
+def machine() -> str:
+    import torch
+    return (f'{platform.platform()} | {platform.processor() or platform.machine()} | '
+            f'{os.cpu_count()} CPUs | load average {os.getloadavg()} | python '
+            f'{platform.python_version()} | torch {torch.__version__} '
+            f'({torch.get_num_threads()} threads)')
+
+
+def report(results: dict, models, modes, sizes, key: str, label: str) -> None:
+    """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents."""
+    for mode in modes:
+        print(f'\n{mode}, {label} (ms) and peak memory (MB), batch 1')
+        print('| size | tokens | ' + ' | '.join(f'{m} ms | {m} MB' for m in models)
+              + ' | DinoVim / ViT time |')
+        print('|' + '---|' * (3 + 2 * len(models)))
+        for size in sizes:
+            cells = [results[(m, mode, size)] for m in models]
+            ratio = ''
+            if 'DinoVim-T' in models and 'ViT' in models:
+                dinovim = results[('DinoVim-T', mode, size)][key]
+                ratio = f"{dinovim / results[('ViT', mode, size)][key]:.2f}"
+            print(f'| {size} | {cells[0]["tokens"]} | '
+                  + ' | '.join(f'{c[key]:.0f} | {c["peak_mb"]:.0f}' for c in cells)
+                  + f' | {ratio} |')
+        if len(sizes) > 1:
+            lo, hi = sizes[0], sizes[-1]
+            slopes = []
+            for m in models:
+                a, b = results[(m, mode, lo)], results[(m, mode, hi)]
+                slope = math.log(b[key] / a[key]) / math.log(b['tokens'] / a['tokens'])
+                slopes.append(f'{m} {slope:.2f}')
+            print(f'growth exponent of {label} in tokens ({lo}->{hi} px): ' + ', '.join(slopes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024])
+    parser.add_argument('--models', nargs='+', default=list(MODELS), choices=MODELS)
+    parser.add_argument('--modes', nargs='+', default=list(MODES), choices=MODES)
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--threads', type=int, default=1,
+                        help='torch threads per worker (1: CPU time is robust to a shared '
+                        'machine; wall time is printed too)')
+    parser.add_argument('--point-seconds', type=float, default=30.,
+                        help='time budget per (model, mode, size) after the warm-up run')
+    parser.add_argument('--no-profile', action='store_true')
+    parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = sorted(args.sizes)
+    if args.worker:
+        worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads)
+        return
+
+    import torch
+    torch.set_num_threads(args.threads)
+    print('machine (start):', machine(), flush=True)
+    results = {}
+    for mode in args.modes:
+        for name in args.models:
+            cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
+                   str(args.repeats), '--point-seconds', str(args.point_seconds), '--threads',
+                   str(args.threads), '--sizes', *map(str, sizes)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                row = json.loads(line)
+                results[(row['model'], row['mode'], row['size'])] = row
+                print(f"  {row['model']:<10} {row['mode']:<8} {row['size']:>5}px "
+                      f"cpu {row['cpu_ms']:>10.1f} ms  wall {row['ms']:>10.1f} ms "
+                      f"{row['peak_mb']:>9.1f} MB (runs {row['runs']})", flush=True)
+
+    params = {r['model']: r['params'] for r in results.values()}
+    print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
+    report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time')
+    report(results, args.models, args.modes, sizes, 'ms', 'wall time')
+
+    if not args.no_profile:
+        size = sizes[-1]
+        print(f'\nDinoVim-T mixer parts at {size}px ({(size // 16)**2 + 1} tokens), one block, '
+              'no grad, wall time:')
+        for part, ms in profile_mixer(size):
+            print(f'  {part:<28} {ms:>9.1f} ms')
+    print('\nmachine (end):', machine())
+
+
+if __name__ == '__main__':
+    main()
