@@ -30,6 +30,21 @@ class ClassTokenMapModel(BaseModel):
     Checkpoints of mmpretrain classifiers / our DINO student load as they are: the backbone
     lives under ``backbone.`` like theirs.
 
+    In a test config (mmseg scope, run by ``tools/test.py``)::
+
+        custom_imports = dict(imports=['dinomamba_mm', 'dinomamba_mm.analysis'],
+                              allow_failed_imports=False)
+        model = dict(
+            type='dinomamba_mm.ClassTokenMapModel',
+            backbone=dict(type='dinomamba_mm.DinoVim', arch='base', img_size=512),
+            map_type='attention', layer_indices=[5, 11, 23],
+            data_preprocessor=dict(type='SegDataPreProcessor', mean=[123.675, 116.28, 103.53],
+                                   std=[58.395, 57.12, 57.375], bgr_to_rgb=True,
+                                   test_cfg=dict(size_divisor=16)))
+        # ADE20KDataset keeps reduce_zero_label=True: "other" arrives as 255
+        test_evaluator = dict(type='dinomamba_mm.BinaryAUC', background_ids=(255, ),
+                              ignore_ids=())
+
     Args:
         backbone: backbone config (VisionTransformer, LinearViT, DinoVim, DinoMambaReg) or
             an already built backbone.

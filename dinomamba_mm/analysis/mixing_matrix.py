@@ -4,7 +4,8 @@
 - linear attention (``LinearMultiheadAttention`` of LinearViT): M = phi(Q) phi(K)^T per head,
   exactly the (unnormalised) matrix the layer applies to V; rank <= d (head dims);
 - Mamba-2 (``BidirectionalMamba2Mixer`` of DinoVim): per head and direction the SSD matrix
-  M_ij = C_i^T B_j dt_j exp(sum of dt A between j and i) from ``ssd_mixing_matrix``, 'forward'
+  M_ij = C_i^T B_j dt_j exp(sum of dt A between j and i): ``dinomamba_mm.ops.ssd.
+  ssd_mixing_matrix`` of the mixer's scan inputs (its ``mixing_matrices`` method); 'forward'
   (lower triangular), 'backward' (upper triangular) and 'combined' = (forward + backward) / 2,
   the average the mixer applies before its (per token) gated norms. The skip term D x and the
   fact that each direction sees its own convolution of x are not part of M.
@@ -20,7 +21,6 @@ import torch.nn as nn
 from mmpretrain.models.utils import MultiheadAttention
 
 from dinomamba_mm.models.layers import BidirectionalMamba2Mixer, LinearMultiheadAttention
-from dinomamba_mm.ops.ssd import ssd_mixing_matrix
 
 MIXER_TYPES = (LinearMultiheadAttention, MultiheadAttention, BidirectionalMamba2Mixer)
 MAMBA_KINDS = ('forward', 'backward', 'combined')
@@ -51,7 +51,7 @@ def linear_attention_matrix(phi_q: torch.Tensor, phi_k: torch.Tensor,
 def mamba_mixing_matrices(mixer: BidirectionalMamba2Mixer, x: torch.Tensor,
                           rows: Optional[torch.Tensor] = None,
                           kinds: Sequence[str] = MAMBA_KINDS) -> Dict[str, torch.Tensor]:
-    """{'forward' | 'backward' | 'combined': (B, H, R, L)} of a DinoVim mixer for input x (B, L, D)."""
+    """{'forward' | 'backward' | 'combined': (B, H, R, L)} of a DinoVim mixer, input x (B, L, D)."""
     unknown = [k for k in kinds if k not in MAMBA_KINDS]
     if unknown:
         raise ValueError(f'kinds must be drawn from {MAMBA_KINDS}, got {list(kinds)}')

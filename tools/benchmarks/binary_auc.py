@@ -35,6 +35,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--sklearn-maps', type=int, default=20,
                         help='maps timed with sklearn (it is the slow reference)')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--threads', type=int,
+                        help='torch intra-op threads (default: torch\'s choice); on a shared, '
+                        'loaded machine 1 avoids idle spinning in bilinear upsampling')
     return parser.parse_args()
 
 
@@ -52,11 +55,15 @@ def make_batch(num: int, size: int, generator: torch.Generator):
 
 def main() -> None:
     args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f'machine: {platform.platform()} | {platform.processor() or platform.machine()} | '
           f'cpu_count={os.cpu_count()} | torch {torch.__version__} | numpy {np.__version__} '
-          f'| torch threads {torch.get_num_threads()}')
+          f'| torch threads {torch.get_num_threads()} | load average '
+          f'{" ".join(f"{v:.1f}" for v in os.getloadavg())}')
     generator = torch.Generator().manual_seed(args.seed)
     totals = {'exact': 0.0, 'binned': 0.0}
+    cpu = {'exact': 0.0, 'binned': 0.0, 'metric': 0.0}
     metric = BinaryAUC(mode='exact')
     metric_time = 0.0
     done = 0
@@ -67,15 +74,17 @@ def main() -> None:
         maps, masks, grids = make_batch(num, args.size, generator)
         results = {}
         for mode in totals:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             results[mode] = binary_auc(maps, masks, mode=mode,
                                        num_thresholds=args.num_thresholds)
             totals[mode] += time.perf_counter() - start
+            cpu[mode] += time.process_time() - start_cpu
         samples = [dict(pred_map=grids[i], gt_sem_seg=dict(data=torch.from_numpy(
             masks[i].astype(np.uint8))[None])) for i in range(num)]
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         metric.process(None, samples)
         metric_time += time.perf_counter() - start
+        cpu['metric'] += time.process_time() - start_cpu
         max_diff = max(max_diff, float(np.abs(results['exact'] - results['binned']).max()))
         if sklearn_done < args.sklearn_maps:
             take = min(num, args.sklearn_maps - sklearn_done)
@@ -90,9 +99,11 @@ def main() -> None:
     print(f'{args.num_maps} maps of {args.size}x{args.size}, binned T={args.num_thresholds}')
     for mode, total in totals.items():
         per_map = total / args.num_maps
-        print(f'  {mode:7s}: {total:7.2f} s total, {per_map * 1e3:7.2f} ms/map, '
+        print(f'  {mode:7s}: {total:7.2f} s total (CPU {cpu[mode]:6.2f} s), '
+              f'{per_map * 1e3:7.2f} ms/map, '
               f'{per_map_sklearn / per_map:6.1f}x faster than sklearn roc_auc_score')
-    print(f'  BinaryAUC metric (exact, 32x32 map -> 512x512 label): {metric_time:7.2f} s total, '
+    print(f'  BinaryAUC metric (exact, 32x32 map -> 512x512 label): {metric_time:7.2f} s total '
+          f'(CPU {cpu["metric"]:6.2f} s), '
           f'{metric_time / args.num_maps * 1e3:7.2f} ms/image '
           f'(mean AUC {metric.compute_metrics(metric.results)["mean"]:.4f})')
     print(f'  sklearn: {per_map_sklearn * 1e3:7.2f} ms/map (over {sklearn_done} maps), '
