@@ -1,0 +1,41 @@
+# COCO schedule of ViTDet ("100 epochs" of large-scale jitter), mmdet scope: 184375 iterations
+# at 64 images per step, AdamW lr 1e-4, weight decay 0.1 (none on 1-D parameters, position
+# embedding, class / register tokens), layer-wise lr decay (``layer_decay_rate``, set by each
+# backbone's config), 250 linear warm-up iterations, lr x0.1 at iterations 163889 and 177546,
+# bf16 autocast. Built on mmdet's default runtime (scope mmdet), with iteration-based hooks.
+_base_ = 'mmdet::_base_/default_runtime.py'
+max_iters = 184375
+interval = 5000
+optim_wrapper = dict(
+    type='AmpOptimWrapper',
+    dtype='bfloat16',
+    optimizer=dict(
+        type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),
+    constructor='dinomamba_mm.LayerDecayOptimWrapperConstructor',
+    paramwise_cfg=dict(
+        layer_decay_rate=0.8,
+        flat_decay_mult=0.0,
+        custom_keys={
+            '.pos_embed': dict(decay_mult=0.0),
+            '.cls_token': dict(decay_mult=0.0),
+            '.register_tokens': dict(decay_mult=0.0),
+        }))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=250),
+    dict(type='MultiStepLR', begin=0, end=max_iters, by_epoch=False,
+         milestones=[163889, 177546], gamma=0.1),
+]
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=interval)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=50),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=interval,
+                    max_keep_ckpts=2),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='DetVisualizationHook'))
+log_processor = dict(type='LogProcessor', window_size=50, by_epoch=False)
+# the learning rate above is for 64 images per step
+auto_scale_lr = dict(enable=False, base_batch_size=64)

@@ -1,0 +1,19 @@
+# Cascade Mask R-CNN on DinoVim-B (DINO teacher of the Dino-Mamba paper, Vim/Base), COCO with
+# large-scale jitter at 1024x1024, ViTDet's 100-epoch schedule (184375 iterations of 16 GPUs x 4
+# images), AdamW with layer-wise lr decay 0.8 over the 24 blocks (ViTDet's value for its 24-block
+# ViT-L). Paper: 42.8 box AP / 37.4 mask AP. Fewer GPUs: mmdet's train.py --auto-scale-lr (or
+# ours with --cfg-options auto_scale_lr.enable=True) scales the lr to the batch.
+_base_ = [
+    '../_base_/models/cascade_mask_rcnn_dinovim.py',
+    '../_base_/datasets/coco_instance.py',
+    '../_base_/schedules/schedule_coco_lsj_100e.py',
+]
+checkpoint = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Base/checkpoint.pth'
+model = dict(
+    backbone=dict(
+        arch='base',
+        init_cfg=dict(
+            type='dinomamba_mm.PaperCheckpoint', checkpoint=checkpoint,
+            source='teacher')))
+train_dataloader = dict(batch_size=4)
+optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=0.8))
