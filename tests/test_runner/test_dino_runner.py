@@ -127,6 +127,14 @@ def test_family_is_complete():
     assert cfg.optim_wrapper.type == 'AmpOptimWrapper' and cfg.optim_wrapper.dtype == 'bfloat16'
     assert cfg.optim_wrapper.optimizer.lr == 5e-4 and cfg.auto_scale_lr.base_batch_size == 256
     assert cfg.model.neck.out_channels == 65536 and cfg.train_cfg.max_epochs == 100
+    hooks = {h.type.split('.')[-1]: h for h in cfg.custom_hooks}
+    assert hooks['DINOTeacherEMAHook'].base_momentum == 0.996
+    assert hooks['DINOTeacherTempHook'].teacher_temp == 0.04
+    assert hooks['CosineWeightDecayHook'].final_weight_decay == 0.4
+    assert hooks['FreezeLastLayerHook'].freeze_epochs == 1
+    crop = cfg.train_dataloader.dataset.pipeline[1]
+    assert (crop.num_global_crops, crop.num_local_crops) == (2, 8)
+    assert (crop.global_crop_size, crop.local_crop_size) == (224, 96)
 
 
 @pytest.mark.parametrize('config_name', [

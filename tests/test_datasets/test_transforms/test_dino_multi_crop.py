@@ -42,6 +42,12 @@ def test_counts_sizes_and_collation(num_global, num_local):
     assert all(b.dtype == torch.uint8 for b in batch)
 
 
+def test_paper_defaults_on_an_imagenet_sized_image():
+    _seed(0)
+    crops = DINOMultiCrop()(dict(img=_image(size=300)))['img']
+    assert [c.shape for c in crops] == [(224, 224, 3)] * 2 + [(96, 96, 3)] * 8
+
+
 def test_deterministic_under_seeding():
     t = DINOMultiCrop(global_crop_size=16, local_crop_size=8, num_local_crops=4)
     runs = []
