@@ -2,7 +2,8 @@
 
 The sequence is cut into n_c chunks of Q <= chunk_size tokens (balanced, so padding < n_c tokens).
 With u = dt' x, a = dt' A and ``cum`` the running sum of ``a`` inside a chunk in processing order
-(prefix sums forward, suffix sums reverse), per batch row and head:
+(prefix sums forward, suffix sums reverse; kept in float64, it is only (B, H, L)), per batch row
+and head:
 
 1. intra-chunk: y_diag = (E o C B^T) u with E_ij = exp(cum_i - cum_j) on the causal side
    (i >= j forward, i <= j reverse) and 0 elsewhere;
@@ -125,6 +126,9 @@ class _Layout:
         return t[:, :, :, None, :, None]
 
 
+_EXACT_CUM = 64.0  # float32 differences of running sums below this are accurate to ~4e-6
+
+
 def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
     """cum at each chunk's last processed token: (R, H, n_c, Q) -> (R, H, n_c)."""
     return torch.cat([cum[rows, ..., 0] if rev else cum[rows, ..., -1]
@@ -132,10 +136,20 @@ def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
 
 
 def _decay_mask(cum: Tensor, layout: _Layout) -> Tensor:
-    """E (R, H, n_c, Q, Q) = exp(cum_i - cum_j) on each row's causal side, 0 elsewhere."""
+    """E (R, H, n_c, Q, Q) = exp(cum_i - cum_j) on each row's causal side, 0 elsewhere.
+
+    ``cum`` is float64. In float32, cum_i - cum_j loses |cum| * 2^-24 to rounding, which matters
+    once |cum| is large (|dt' A| ~ 1e4 per step); then cum is split into a float32 head and tail
+    and the difference of the heads is exact where E is not negligible (Sterbenz), so
+    E = exp((hi_i - hi_j) + (lo_i - lo_j)).
+    """
     q = layout.q
     mask = layout.new(*cum.shape, q, like=cum)
-    torch.sub(cum.unsqueeze(-1), cum.unsqueeze(-2), out=mask)
+    hi = cum.to(layout.dtype)
+    torch.sub(hi.unsqueeze(-1), hi.unsqueeze(-2), out=mask)
+    if layout.dtype != torch.float64 and cum.abs().max() > _EXACT_CUM:
+        lo = (cum - hi.double()).to(layout.dtype)
+        mask.add_(lo.unsqueeze(-1)).sub_(lo.unsqueeze(-2))
     ones = torch.ones(q, q, dtype=torch.bool, device=cum.device)
     for rows, rev in layout.blocks:
         mask[rows].masked_fill_(ones.tril(-1) if rev else ones.triu(1), -math.inf)
@@ -170,7 +184,7 @@ class _ChunkedScan(torch.autograd.Function):
         for (rows, _), dt in zip(lay.blocks, dts):
             dt_s[rows, :L] = dt
         A_rows = torch.cat([A.to(lay.dtype).expand(lay.batch, H) for A in As])  # (R, H)
-        a = (dt_s * A_rows[:, None]).transpose(1, 2).reshape(R, H, nc, q)
+        a = (dt_s.double() * A_rows[:, None].double()).transpose(1, 2).reshape(R, H, nc, q)
         cum = torch.cat([_running_sum(a[rows], rev) for rows, rev in lay.blocks])
         B_s, C_s = lay.stack_groups(Bs), lay.stack_groups(Cs)  # (R, G, Lp, N)
         B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)  # (R G n_c, Q, N)
@@ -193,12 +207,12 @@ class _ChunkedScan(torch.autograd.Function):
         saved_states, finals = (), []
         if use_states:
             exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
-            w = torch.exp(exit_cum.unsqueeze(-1) - cum).view(R, H, Lp)  # decay to chunk exit
+            w = torch.exp(exit_cum.unsqueeze(-1) - cum).view(R, H, Lp).to(lay.dtype)  # to exit
             uw = lay.new(R, G, Lp, lay.per_group, P, like=u)
             torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
             states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(uw))  # (R G n_c, N, Hg P)
             states = states.view(R, G, nc, N, lay.per_group, P)
-            decay = lay.head_scalars(torch.exp(exit_cum))
+            decay = lay.head_scalars(torch.exp(exit_cum).to(lay.dtype))
             entering = torch.empty_like(states)
             for d, (rows, rev) in enumerate(lay.blocks):
                 h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
@@ -209,7 +223,7 @@ class _ChunkedScan(torch.autograd.Function):
                 finals.append(lay.state_from_n_major(h))
             y_off = torch.bmm(C3, entering.view(-1, N, lay.per_group * P))
             y_off = y_off.view(R, G, Lp, lay.per_group, P)
-            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp))
+            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp).to(lay.dtype))
             for (rows, _), y in zip(lay.blocks, ys):
                 torch.addcmul(y_diag_gt[rows, :, :L], y_off[rows, :, :L], decay_in[rows, :, :L],
                               out=lay.group_token(y))
@@ -263,8 +277,8 @@ class _ChunkedScan(torch.autograd.Function):
         d_h0 = [None] * nd
         if ctx.use_states:
             w, uw, entering = saved[3 * nd + 6:]
-            decay = lay.head_scalars(torch.exp(_exit_values(cum, lay)))
-            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp))
+            decay = lay.head_scalars(torch.exp(_exit_values(cum, lay)).to(lay.dtype))
+            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp).to(lay.dtype))
             dv = lay.new(R, G, Lp, lay.per_group, P, like=u)  # gradient of H_c C_i
             torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
             dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, lay.per_group * P)
