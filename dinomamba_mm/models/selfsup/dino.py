@@ -17,8 +17,9 @@ class DINO(BaseSelfSupervisor):
     Student = ``backbone`` + ``neck`` (a :class:`DINOProjectionHead`); ``head`` is the loss
     (:class:`DINOLossHead`, holding the centre and the teacher temperature). The teacher is a
     copy of the student, ``teacher = ModuleDict(backbone=..., neck=...)``, that is never
-    trained by gradients (``requires_grad=False``, so mmengine's optimizer constructor leaves
-    it out when ``paramwise_cfg`` is set, as in our configs) and is updated only by
+    trained by gradients (``requires_grad=False``: mmengine's optimizer constructor leaves it
+    out when ``paramwise_cfg`` is set, as in our configs; without one it is handed to the
+    optimizer but never gets a gradient, so it is never stepped) and is updated only by
     :meth:`update_teacher`: ``teacher <- m * teacher + (1 - m) * student`` for parameters,
     buffers copied. :class:`DINOTeacherEMAHook` calls it after every optimizer step with the
     cosine momentum schedule. The teacher stays in eval mode (no drop path), as DINO's teacher
@@ -38,6 +39,8 @@ class DINO(BaseSelfSupervisor):
 
     The backbone must return a (B, C) feature or a tuple whose last item is one (mmpretrain's
     ``out_type='cls_token'``; DinoVim's class/register token output).
+
+    The sub-modules are built by mmpretrain's registry: name ours ``'dinomamba_mm.X'``.
 
     Args:
         backbone (dict): Student backbone config.
