@@ -13,6 +13,8 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
+from mmengine.optim import OptimWrapper
+from mmengine.registry import PARAM_SCHEDULERS
 from mmengine.runner import Runner
 
 import dinomamba_mm  # noqa: F401
@@ -135,6 +137,28 @@ def test_family_is_complete():
     crop = cfg.train_dataloader.dataset.pipeline[1]
     assert (crop.num_global_crops, crop.num_local_crops) == (2, 8)
     assert (crop.global_crop_size, crop.local_crop_size) == (224, 96)
+
+
+def test_lr_schedule_is_dinos():
+    """The recipe's mmengine schedulers give DINO's warm-up + cosine, iteration by iteration."""
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', '_base_', 'schedules',
+                                   'dino_adamw_coslr_100e.py'))
+    base, epoch_length = cfg.optim_wrapper.optimizer.lr, 3
+    optim = OptimWrapper(torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=base))
+    schedulers = [PARAM_SCHEDULERS.build(dict(s), default_args=dict(
+        optimizer=optim, epoch_length=epoch_length)) for s in cfg.param_scheduler]
+    lrs = []
+    for _ in range(100 * epoch_length):
+        lrs.append(optim.optimizer.param_groups[0]['lr'])
+        for scheduler in schedulers:
+            scheduler.step()
+    warmup = 10 * epoch_length
+    # DINO's warm-up: np.linspace(0, base, warmup) (start_factor 1e-9 stands for 0)
+    np.testing.assert_allclose(lrs[:warmup], np.linspace(0, base, warmup), rtol=1e-7,
+                               atol=1e-12)
+    steps = np.arange(90 * epoch_length)  # DINO's cosine_scheduler after the warm-up
+    cosine = 1e-6 + 0.5 * (base - 1e-6) * (1 + np.cos(np.pi * steps / len(steps)))
+    np.testing.assert_allclose(lrs[warmup:], cosine, rtol=1e-6)
 
 
 @pytest.mark.parametrize('config_name', [
