@@ -1,10 +1,12 @@
 # DINO's optimisation recipe (PAPER.md section 4), 100 epochs.
 # lr 5e-4 for a total batch of 256, scaled linearly to the real total batch by `auto_scale_lr`
 # (enabled here: the recipe always scales); linear warm-up from 0 (start_factor 1e-9) over 10
-# epochs, then cosine to 1e-6, both per iteration: DINO's schedule value for value. Weight decay 0.04 -> 0.4 (cosine per iteration) on weights only:
-# biases and all 1-D parameters (norms, A_log, D, dt_bias) get none. Gradients clipped to a
-# global norm of 3.0 (DINO clips each parameter's gradient norm to 3.0 separately). bf16 autocast. The EMA teacher has requires_grad=False, so the optimizer
-# constructor (with a paramwise_cfg) leaves it out.
+# epochs, then cosine to 1e-6, both per iteration: DINO's schedule value for value.
+# Weight decay 0.04 -> 0.4 (cosine per iteration) on weights only: biases and all 1-D
+# parameters (norms, A_log, D, dt_bias) get none. Gradients clipped to a global norm of 3.0
+# (DINO clips each parameter's gradient norm to 3.0 separately). bf16 autocast.
+# The EMA teacher has requires_grad=False, so the optimizer constructor (with a
+# paramwise_cfg) leaves it out.
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
