@@ -13,28 +13,43 @@ from .wrapping_hue_color_jitter import WrappingHueColorJitter
 class DINOMultiCrop(MultiView):
     """Turn ``results['img']`` into a list of ``num_global_crops + num_local_crops`` crops.
 
-    Every crop: ``RandomResizedCrop`` (bicubic, PIL) -> horizontal flip (``flip_prob``) ->
-    colour jitter (``color_jitter``: :class:`WrappingHueColorJitter` arguments, applied with
-    ``color_jitter_prob``) -> grayscale
-    (``grayscale_prob``, luma weights on BGR) -> :class:`RandomGaussianBlur`
-    (``blur_radius_range``). Per crop type, as in DINO:
+    Every crop: ``RandomResizedCrop`` -> horizontal flip -> colour jitter (applied with
+    ``color_jitter_prob``) -> grayscale -> :class:`RandomGaussianBlur`. Per crop type, as in
+    DINO: global crop 1 blurs with ``global_blur_probs[0]`` (1.0); global crops 2.. blur with
+    ``global_blur_probs[1]`` (0.1), then ``Solarize`` with ``solarize_prob`` (0.2); local
+    crops blur with ``local_blur_prob`` (0.5). Global crops come first, the order
+    :class:`dinomamba_mm.DINO` expects.
 
-    - global crop 1: ``global_crop_size``, scale ``global_crop_scale``, blur prob
-      ``global_blur_probs[0]`` (1.0);
-    - global crops 2..: blur prob ``global_blur_probs[1]`` (0.1), then ``Solarize``
-      (threshold ``solarize_thr``) with ``solarize_prob`` (0.2);
-    - local crops: ``local_crop_size``, scale ``local_crop_scale``, blur prob
-      ``local_blur_prob`` (0.5).
-
-    Global crops come first, the order :class:`dinomamba_mm.DINO` expects. Built from
-    mmpretrain / mmcv transforms (``RandomResizedCrop``, ``RandomFlip``, ``RandomApply``,
-    ``RandomGrayscale``, ``Solarize``, ``MultiView``) plus our :class:`WrappingHueColorJitter`
-    and :class:`RandomGaussianBlur` (mmpretrain's versions fail on numpy >= 2 / cannot draw
-    the radius from (0.1, 2.0)); all draw from
-    ``np.random`` / ``random``, which mmengine seeds (``randomness.seed``, per worker).
+    Built from mmpretrain / mmcv transforms (``RandomResizedCrop``, ``RandomFlip``,
+    ``RandomApply``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) plus our
+    :class:`WrappingHueColorJitter` and :class:`RandomGaussianBlur` (mmpretrain's versions fail
+    on numpy >= 2 / cannot draw the radius from (0.1, 2.0)). All draw from ``np.random`` /
+    ``random``, which mmengine seeds (``randomness.seed``, per dataloader worker).
 
     Expects a BGR uint8 image (``LoadImageFromFile``); follow with ``PackInputs`` and use
     ``default_collate``, so the model receives a list of (B, 3, H_c, W_c) tensors.
+
+    Args:
+        num_global_crops (int): Global (teacher and student) crops, >= 1. Defaults to 2.
+        num_local_crops (int): Local (student only) crops, >= 0. Defaults to 8.
+        global_crop_size (int): Side of the global crops. Defaults to 224.
+        local_crop_size (int): Side of the local crops. Defaults to 96.
+        global_crop_scale (tuple): Area range of global crops (fraction of the image).
+            Defaults to (0.4, 1.0).
+        local_crop_scale (tuple): Area range of local crops. Defaults to (0.05, 0.4).
+        flip_prob (float): Horizontal flip probability. Defaults to 0.5.
+        color_jitter (dict, optional): :class:`WrappingHueColorJitter` arguments. Defaults to
+            ``dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)``.
+        color_jitter_prob (float): Probability of the colour jitter. Defaults to 0.8.
+        grayscale_prob (float): Grayscale probability (luma weights on BGR). Defaults to 0.2.
+        blur_radius_range (tuple): Blur radius range. Defaults to (0.1, 2.0).
+        global_blur_probs (Sequence[float]): Blur probability of global crop 1 and of the
+            other global crops. Defaults to (1.0, 0.1).
+        local_blur_prob (float): Blur probability of local crops. Defaults to 0.5.
+        solarize_prob (float): Solarisation probability of global crops 2... Defaults to 0.2.
+        solarize_thr (float): Pixels >= this are inverted. Defaults to 128.
+        interpolation (str): Resize interpolation of the crops. Defaults to 'bicubic'.
+        backend (str): Resize backend. Defaults to 'pillow' (as torchvision / DINO).
     """
 
     def __init__(self,
