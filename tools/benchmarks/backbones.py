@@ -11,8 +11,9 @@ Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers 
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
 sizes in increasing order; per size: one warm-up run, then the median of up to ``--repeats`` runs
 (fewer when one run exceeds ``--point-seconds`` / repeats), as process CPU time (robust to other
-jobs on a shared machine) and wall time. Peak memory = the process's peak RSS (ru_maxrss) after the size's
-runs minus the RSS before its first run, so it includes weights' gradients in 'fwd+bwd'.
+jobs on a shared machine) and wall time. Peak memory = the process's peak RSS (ru_maxrss) after
+the size's runs minus the RSS before its first run, so it includes weights' gradients in
+'fwd+bwd'.
 Prints a table, the log-log slope of time vs tokens from the smallest to the largest size
 (the growth exponent), DinoVim / ViT ratios, a per-part profile of one DinoVim mixer at the
 largest size, and the machine (platform, CPUs, load average, torch and thread count).

@@ -275,17 +275,17 @@ class DinoVim(BaseBackbone):
                              f'ints >= 0 (one per class / register token), got {positions}')
         return positions
 
-    def _parse_out_indices(self, out_indices) -> List[int]:
+    def _parse_out_indices(self, out_indices, name: str = 'out_indices') -> List[int]:
         if isinstance(out_indices, int):
             out_indices = [out_indices]
         if not isinstance(out_indices, Sequence):
-            raise TypeError(f'out_indices must be an int or a sequence of ints, got '
+            raise TypeError(f'{name} must be an int or a sequence of ints, got '
                             f'{type(out_indices).__name__}')
         parsed = []
         for index in out_indices:
             resolved = index + self.num_layers if index < 0 else index
             if not 0 <= resolved < self.num_layers:
-                raise ValueError(f'out_indices entry {index} is out of range for '
+                raise ValueError(f'{name} entry {index} is out of range for '
                                  f'{self.num_layers} layers')
             parsed.append(resolved)
         return parsed
@@ -458,7 +458,7 @@ class DinoVim(BaseBackbone):
             (positions of the class token / registers) and 'patches' (patch positions in
             raster order).
         """
-        wanted = set(self._parse_out_indices(list(layer_indices)))
+        wanted = set(self._parse_out_indices(list(layer_indices), 'layer_indices'))
         x, hw, plan = self._embed(inputs)
         tokens = {}
         for i, layer in enumerate(self.layers[:max(wanted) + 1]):

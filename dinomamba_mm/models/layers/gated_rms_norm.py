@@ -12,7 +12,8 @@ class GatedRMSNorm(nn.Module):
     With ``norm_before_gate=False`` (Mamba-2's default, used by DinoVim) the output is
     ``rmsnorm(x * silu(z)) * weight``; with ``True`` it is ``rmsnorm(x) * weight * silu(z)``.
     The root mean square is taken over each group of ``group_size`` consecutive channels
-    (one group for ``ngroups=1``). Computed in float32 (float64 for float64 input), returned in ``x``'s dtype.
+    (one group for ``ngroups=1``). Computed in float32 (float64 for float64 input), returned
+    in ``x``'s dtype.
 
     Args:
         num_channels: number of channels C (the last dimension).
