@@ -77,6 +77,26 @@ def _scan_positions(c, d, seqlen, rev_bits, Q: tl.constexpr):
     return i + rev * (seqlen - 1 - 2 * i), i < seqlen
 
 
+# _sigmoid, _sum, _cumsum and tl.full stand in for tl.sigmoid, tl.sum, tl.cumsum and tl.zeros,
+# @jit functions of triton.language: decorated when triton is imported, they only run in the
+# interpreter if TRITON_INTERPRET=1 was set before that import, whereas these follow this module.
+# The builtins tl.reduce / tl.associative_scan with triton's own add combiner compile like
+# tl.sum / tl.cumsum, and the interpreter recognises that combiner and runs numpy's sum / cumsum.
+@triton.jit
+def _sigmoid(v):
+    return 1.0 / (1.0 + tl.exp(-v))
+
+
+@triton.jit
+def _sum(v, axis):
+    return tl.reduce(v, axis, tl.standard._sum_combine)
+
+
+@triton.jit
+def _cumsum(v, axis, reverse=False):
+    return tl.associative_scan(v, axis, tl.standard._sum_combine, reverse=reverse)
+
+
 @triton.jit
 def _softplus(v):
     """torch.nn.functional.softplus with its threshold 20, in float32."""
@@ -91,7 +111,7 @@ def _load_dy(dout_ptr, z0, z1, d, row_off, z_row_off, col_off, z_col_off, mask,
     if HAS_Z:
         z_ptr = _pick(d, z0, z1)
         z = tl.load(z_ptr + z_row_off + z_col_off, mask=mask, other=0.0).to(tl.float32)
-        dy = dy * z * tl.sigmoid(z)
+        dy = dy * z * _sigmoid(z)
     return dy
 
 
@@ -127,7 +147,7 @@ def _dt_cumsum_fwd_kernel(
     v = tl.where(mask, v, 0.0)
     A_ptr = _pick(d, A0, A1)
     A = tl.load(A_ptr + h, mask=h_mask, other=0.0).to(tl.float32)
-    acs = tl.cumsum(v * A[None, :], axis=0)
+    acs = _cumsum(v * A[None, :], axis=0)
 
     row = (pid_db * nheads + h).to(tl.int64) * nchunks * Q + c * Q
     off = row[None, :] + tl.arange(0, Q)[:, None]
@@ -193,7 +213,7 @@ def _state_passing_fwd_kernel(
     if HAS_INIT:
         state = tl.load(init_ptr + head_offset, mask=e_mask, other=0.0)
     else:
-        state = tl.zeros((BLOCK,), dtype=tl.float32)
+        state = tl.full((BLOCK,), 0.0, tl.float32)
     base = states_ptr + pid.to(tl.int64) * nchunks * hdim * dstate + e
     acs = acs_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
     for c in range(nchunks):
@@ -258,7 +278,7 @@ def _chunk_scan_fwd_kernel(
         z_ptr = _pick(d, z0, z1)
         z = tl.load(z_ptr + b * s_z_b + pos[:, None] * s_z_l + h * s_z_h + p[None, :] * s_z_p,
                     mask=qp_mask, other=0.0).to(tl.float32)
-        y = y * z * tl.sigmoid(z)
+        y = y * z * _sigmoid(z)
     y_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * hdim + h * hdim
     tl.store(y_ptr + y_row[:, None] + p[None, :], y, mask=qp_mask)
 
@@ -323,7 +343,7 @@ def _state_passing_bwd_kernel(
     if HAS_DFINAL:
         grad = tl.load(dfinal_ptr + head_offset, mask=e_mask, other=0.0)
     else:
-        grad = tl.zeros((BLOCK,), dtype=tl.float32)
+        grad = tl.full((BLOCK,), 0.0, tl.float32)
     offset = pid.to(tl.int64) * nchunks * hdim * dstate + e
     acs = acs_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
     for k in range(nchunks):
@@ -333,7 +353,7 @@ def _state_passing_bwd_kernel(
         tl.store(dstates_ptr + offset + c * hdim * dstate, grad, mask=e_mask)
         decay = tl.exp(tl.load(acs + c * Q))
         tl.store(dalast_ptr + (pid.to(tl.int64) * nchunks + c) * nblocks + blk,
-                 decay * tl.sum(grad * state_in, axis=0))
+                 decay * _sum(grad * state_in, axis=0))
         grad = decay * grad + local
     tl.store(dinit_ptr + head_offset, grad, mask=e_mask)
 
@@ -408,7 +428,7 @@ def _chunk_bwd_kernel(
         z_ptr = _pick(d, z0, z1)
         z = tl.load(z_ptr + b * s_z_b + pos[:, None] * s_z_l + h * s_z_h + p[None, :] * s_z_p,
                     mask=qp_mask, other=0.0).to(tl.float32)
-        sig = tl.sigmoid(z)
+        sig = _sigmoid(z)
         y = tl.dot(mix.to(dot_dtype), x, input_precision=DOT_PRECISION)
         y += tl.dot(Cm, tl.trans(state_in).to(dot_dtype), input_precision=DOT_PRECISION) * exp_a[:, None]
         if HAS_D:
@@ -424,14 +444,14 @@ def _chunk_bwd_kernel(
     w = decay_out * dtp
     dS_dot = dS.to(dot_dtype)
     x_dS = tl.dot(x, dS_dot, input_precision=DOT_PRECISION)  # (Q, N)
-    dw = tl.sum(x_dS * Bm.to(tl.float32), axis=1)  # x_s^T dS B_s
+    dw = _sum(x_dS * Bm.to(tl.float32), axis=1)  # x_s^T dS B_s
 
     dx = tl.dot(tl.trans(mix).to(dot_dtype), dy_dot, input_precision=DOT_PRECISION)
     dx += w[:, None] * tl.dot(Bm, tl.trans(dS_dot), input_precision=DOT_PRECISION)
     if HAS_D:
         dx += dy * Dv[None, :]
         tl.store(dD_ptr + (pid.to(tl.int64) * nchunks + c) * hdim + p,
-                 tl.sum(dy * x.to(tl.float32), axis=0), mask=p_mask)
+                 _sum(dy * x.to(tl.float32), axis=0), mask=p_mask)
     tl.store(dx_ptr + y_off, dx, mask=qp_mask)
 
     dyx = tl.dot(dy_dot, tl.trans(x), input_precision=DOT_PRECISION)  # (Q, Q): [t, s]
@@ -447,16 +467,16 @@ def _chunk_bwd_kernel(
 
     # dL/da_t: the segment sum a_t - a_s enters with + for the row t and - for the column s.
     grad_seg = grad_mix * CB * dtp[None, :]
-    da = tl.sum(grad_seg, axis=1) - tl.sum(grad_seg, axis=0)
-    da += exp_a * tl.sum(dy_state * Cm.to(tl.float32), axis=1) - w * dw
-    da_last = tl.sum(w * dw, axis=0) + tl.load(dalast_ptr + pid.to(tl.int64) * nchunks + c)
+    da = _sum(grad_seg, axis=1) - _sum(grad_seg, axis=0)
+    da += exp_a * _sum(dy_state * Cm.to(tl.float32), axis=1) - w * dw
+    da_last = _sum(w * dw, axis=0) + tl.load(dalast_ptr + pid.to(tl.int64) * nchunks + c)
     da += tl.where(t == Q - 1, da_last, 0.0)
     # a_t = sum_{k<=t} dt'_k A, so dL/d(dt'_k A) = sum_{t>=k} dL/da_t.
-    ddA = tl.cumsum(da, axis=0, reverse=True)
+    ddA = _cumsum(da, axis=0, reverse=True)
     A_ptr = _pick(d, A0, A1)
     A = tl.load(A_ptr + h).to(tl.float32)
-    tl.store(dA_ptr + pid.to(tl.int64) * nchunks + c, tl.sum(ddA * dtp, axis=0))
-    ddtp = tl.sum(grad_mix * CB, axis=0) + decay_out * dw + ddA * A
+    tl.store(dA_ptr + pid.to(tl.int64) * nchunks + c, _sum(ddA * dtp, axis=0))
+    ddtp = _sum(grad_mix * CB, axis=0) + decay_out * dw + ddA * A
 
     dt_ptr = _pick(d, dt0, dt1)
     v = tl.load(dt_ptr + b * s_dt_b + pos * s_dt_l + h * s_dt_h, mask=valid,
@@ -465,7 +485,7 @@ def _chunk_bwd_kernel(
         bias_ptr = _pick(d, bias0, bias1)
         v += tl.load(bias_ptr + h).to(tl.float32)
     if SOFTPLUS:
-        ddtp = ddtp * tl.where(v > 20.0, 1.0, tl.sigmoid(v))
+        ddtp = ddtp * tl.where(v > 20.0, 1.0, _sigmoid(v))
         v = _softplus(v)
     if CLAMP:
         ddtp = tl.where((v >= dt_min) & (v <= dt_max), ddtp, 0.0)

@@ -1,0 +1,290 @@
+"""Triton SSD kernels (forward and backward) against the float64 sequential oracle.
+
+The kernels run on CPU tensors through Triton's interpreter. ``@triton.jit`` decides between
+compiling and interpreting when a kernel is *defined*, so TRITON_INTERPRET=1 is set before
+``triton_kernels`` is imported (and the module is re-imported if an earlier test imported it
+without the interpreter); whether triton itself was imported earlier does not matter, since the
+kernels call none of triton.language's own @jit helpers. The variable is restored afterwards.
+The interpreter is slow: shapes are tiny (B <= 2, H <= 4, P = N = 16).
+
+Tolerances, relative to max(1, max |reference|): fp32 1e-4 (observed ~1e-6); fp16 inputs
+(x, B, C, z in fp16, the oracle run on the same fp16 values in float64) 1e-2. bf16 cannot run in
+the interpreter (no bf16 arithmetic on CPU); ``tools/benchmarks/ssd_gpu_check.py`` checks it on GPU,
+and ``test_kernels_compile_for_sm90`` compiles every kernel for an H200 (sm_90) in all three dtypes.
+"""
+import importlib
+import os
+import subprocess
+import sys
+from typing import Dict, Optional
+
+import pytest
+import torch
+
+pytest.importorskip('triton')
+
+
+def _import_interpreted_kernels() -> None:
+    """Define the kernels under TRITON_INTERPRET=1, leaving the variable as it was."""
+    previous = os.environ.get('TRITON_INTERPRET')
+    os.environ['TRITON_INTERPRET'] = '1'
+    try:
+        kernels = importlib.import_module('dinomamba_mm.ops.ssd.triton_kernels')
+        if not kernels.INTERPRETING:  # imported earlier without the interpreter
+            importlib.reload(kernels)
+    finally:
+        if previous is None:
+            del os.environ['TRITON_INTERPRET']
+        else:
+            os.environ['TRITON_INTERPRET'] = previous
+
+
+if __name__ != '__main__':  # run as a script, this file compiles the kernels for sm_90
+    _import_interpreted_kernels()
+
+from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
+from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
+from dinomamba_mm.ops.ssd.triton_chunk import (_kernel_chunk, ssd_bidirectional_triton,  # noqa: E402
+                                               ssd_chunk_triton)
+
+TOL = {torch.float32: 1e-4, torch.float16: 1e-2}
+NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
+
+
+def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype, seed: int,
+            softplus: bool, has_d: Optional[str], has_z: bool, has_bias: bool,
+            strided: bool = False) -> Dict[str, Optional[torch.Tensor]]:
+    """Inputs with decays slow enough (|dt' A| ~ 0.005) that states cross several chunks."""
+    g = torch.Generator().manual_seed(seed)
+    headdim, dstate = 16, 16
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    if strided:  # x, B, C, z as views of one projection, as a Mamba-2 in_proj produces them
+        width = 2 * heads * headdim + 2 * groups * dstate
+        proj = randn(batch, length, width)
+        cuts = [heads * headdim, groups * dstate, groups * dstate, heads * headdim]
+        x, B, C, z = proj.split(cuts, dim=-1)
+        x, z = x.unflatten(-1, (heads, headdim)), z.unflatten(-1, (heads, headdim))
+        B, C = B.unflatten(-1, (groups, dstate)), C.unflatten(-1, (groups, dstate))
+        B, C = B * 0.5, C * 0.5
+    else:
+        x, z = randn(batch, length, heads, headdim), randn(batch, length, heads, headdim)
+        B, C = randn(batch, length, groups, dstate) * 0.5, randn(batch, length, groups, dstate) * 0.5
+    if softplus:
+        dt = randn(batch, length, heads) * 0.5 - (0.0 if has_bias else 2.0)
+    else:
+        dt = torch.rand(batch, length, heads, generator=g) * 0.1
+    out = dict(x=x.to(dtype), dt=dt, A=-(torch.rand(heads, generator=g) * 0.05 + 0.01),
+               B=B.to(dtype), C=C.to(dtype), D=None, z=z.to(dtype) if has_z else None,
+               dt_bias=randn(heads) * 0.3 - 2.0 if has_bias else None)
+    if has_d == 'H':
+        out['D'] = randn(heads)
+    elif has_d == 'HP':
+        out['D'] = randn(heads, headdim)
+    return out
+
+
+def _leaves(tensors: Dict[str, Optional[torch.Tensor]], double: bool):
+    return {k: None if v is None else
+            (v.detach().double() if double else v.detach().clone()).requires_grad_()
+            for k, v in tensors.items()}
+
+
+def _assert_close(name: str, got: torch.Tensor, ref: torch.Tensor, tol: float) -> None:
+    assert got.shape == ref.shape, f'{name}: shape {tuple(got.shape)} != {tuple(ref.shape)}'
+    scale = max(1.0, ref.abs().max().item())
+    err = (got.double() - ref).abs().max().item()
+    assert err <= tol * scale, f'{name}: max error {err:.3g} > {tol:g} * {scale:.3g}'
+
+
+SCAN_CASES = [
+    # (L, chunk_size, G, reverse, softplus, D, z, dt_bias, dt_limit, initial, final, dtype)
+    (1, 16, 1, False, False, None, False, False, None, False, False, torch.float32),
+    (1, 64, 2, True, True, 'H', True, True, None, True, True, torch.float32),
+    (7, 16, 2, True, True, 'H', True, True, (0.0, 0.15), True, True, torch.float32),
+    (7, 64, 1, False, False, None, False, False, None, False, True, torch.float32),
+    (197, 64, 2, False, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float32),
+    (197, 16, 1, True, True, None, False, False, None, True, True, torch.float32),
+    (257, 64, 2, True, True, 'H', True, True, None, False, True, torch.float32),
+    pytest.param(257, 16, 1, False, False, 'HP', False, False, None, True, False, torch.float32,
+                 marks=pytest.mark.slow),
+    (197, 64, 2, True, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float16),
+]
+
+
+@pytest.mark.parametrize(
+    'length,chunk_size,groups,reverse,softplus,has_d,has_z,has_bias,dt_limit,initial,final,dtype',
+    SCAN_CASES)
+def test_scan_matches_oracle(length, chunk_size, groups, reverse, softplus, has_d, has_z,
+                             has_bias, dt_limit, initial, final, dtype):
+    batch, heads = (2, 4) if length <= 64 else (1, 2)  # the interpreter pays per program
+    tensors = _inputs(batch, length, heads, groups, dtype, seed=length + chunk_size,
+                      softplus=softplus, has_d=has_d, has_z=has_z, has_bias=has_bias,
+                      strided=(length == 257))
+    if initial:
+        tensors['initial_states'] = torch.randn(batch, heads, 16, 16)
+    limit = dt_limit or (0.0, float('inf'))
+    ours, ref = _leaves(tensors, double=False), _leaves(tensors, double=True)
+    if tensors['x'].stride() != ours['x'].stride():  # keep the strided views strided
+        ours.update({k: tensors[k].detach().requires_grad_() for k in ('x', 'B', 'C', 'z')
+                     if tensors[k] is not None})
+    out = ssd_chunk_triton(ours['x'], ours['dt'], ours['A'], ours['B'], ours['C'], chunk_size,
+                           ours['D'], ours['z'], ours['dt_bias'], softplus, limit,
+                           ours.get('initial_states'), final, reverse)
+    expected = ssd_scan_naive(ref['x'], ref['dt'], ref['A'], ref['B'], ref['C'], D=ref['D'],
+                              z=ref['z'], dt_bias=ref['dt_bias'], dt_softplus=softplus,
+                              dt_limit=limit, initial_states=ref.get('initial_states'),
+                              return_final_states=final, reverse=reverse)
+    outs = out if final else (out,)
+    refs = expected if final else (expected,)
+    tol = TOL[dtype]
+    assert outs[0].dtype == dtype
+    _assert_close('y', outs[0], refs[0], tol)
+    if final:
+        assert outs[1].dtype == torch.float32
+        _assert_close('final_states', outs[1], refs[1], tol)
+
+    cotangents = [torch.randn(r.shape, dtype=torch.float64) for r in refs]
+    torch.autograd.backward(refs, cotangents)
+    torch.autograd.backward(outs, [c.to(o.dtype) for c, o in zip(cotangents, outs)])
+    for name, leaf in ours.items():
+        if leaf is None:
+            continue
+        assert leaf.grad is not None, f'no gradient for {name}'
+        assert leaf.grad.dtype == leaf.dtype
+        _assert_close(f'd{name}', leaf.grad, ref[name].grad, 2 * tol)
+
+
+@pytest.mark.parametrize('length,chunk_size,shared', [
+    (197, 64, ('x', 'dt', 'dt_bias')),  # some inputs shared, A, B, C, D, z per direction
+    (7, 16, NAMES),                     # every input shared by both directions
+    (20, 16, ()),                       # every input separate
+])
+def test_bidirectional_matches_two_oracle_scans(length, chunk_size, shared):
+    batch, heads, groups = (2, 4, 2) if length <= 64 else (1, 2, 2)
+    fwd = _inputs(batch, length, heads, groups, torch.float32, seed=1, softplus=True,
+                  has_d='H', has_z=True, has_bias=True)
+    bwd = _inputs(batch, length, heads, groups, torch.float32, seed=2, softplus=True,
+                  has_d='H', has_z=True, has_bias=True)
+    ours_f, ours_b = _leaves(fwd, False), _leaves(bwd, False)
+    ref_f, ref_b = _leaves(fwd, True), _leaves(bwd, True)
+    for name in shared:
+        ours_b[name], ref_b[name] = ours_f[name], ref_f[name]
+    y_f, y_b = ssd_bidirectional_triton(
+        *((ours_f[n], ours_b[n]) for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
+        *((ours_f[n], ours_b[n]) for n in ('D', 'z', 'dt_bias')), True, (0.0, 0.3))
+    expected = []
+    for ref, reverse in ((ref_f, False), (ref_b, True)):
+        expected.append(ssd_scan_naive(
+            ref['x'], ref['dt'], ref['A'], ref['B'], ref['C'], D=ref['D'], z=ref['z'],
+            dt_bias=ref['dt_bias'], dt_softplus=True, dt_limit=(0.0, 0.3), reverse=reverse))
+    _assert_close('y_fwd', y_f, expected[0], 1e-4)
+    _assert_close('y_bwd', y_b, expected[1], 1e-4)
+
+    cotangents = [torch.randn(r.shape, dtype=torch.float64) for r in expected]
+    torch.autograd.backward(expected, cotangents)
+    torch.autograd.backward([y_f, y_b], [c.float() for c in cotangents])
+    for name in NAMES:
+        for direction, ours, ref in (('fwd', ours_f, ref_f), ('bwd', ours_b, ref_b)):
+            _assert_close(f'd{name} ({direction})', ours[name].grad, ref[name].grad, 2e-4)
+
+
+def test_bidirectional_with_different_strides_per_direction():
+    """Forward x contiguous, backward x a strided view: the wrapper must reconcile the strides."""
+    batch, length, heads, groups = 1, 20, 2, 1
+    fwd = _inputs(batch, length, heads, groups, torch.float32, 3, False, None, False, False)
+    bwd = _inputs(batch, length, heads, groups, torch.float32, 4, False, None, False, False,
+                  strided=True)
+    y_f, y_b = ssd_bidirectional_triton(*((fwd[n], bwd[n]) for n in ('x', 'dt', 'A', 'B', 'C')),
+                                        16, (None, None), (None, None), (None, None), False,
+                                        (0.0, float('inf')))
+    for y, t, reverse in ((y_f, fwd, False), (y_b, bwd, True)):
+        ref = ssd_scan_naive(t['x'], t['dt'], t['A'], t['B'], t['C'], reverse=reverse)
+        _assert_close('y', y, ref, 1e-4)
+
+
+def test_public_api_dispatches_to_triton():
+    tensors = _inputs(1, 40, 2, 1, torch.float32, 5, True, 'H', True, True)
+    args = [tensors[n] for n in ('x', 'dt', 'A', 'B', 'C')]
+    kwargs = dict(D=tensors['D'], z=tensors['z'], dt_bias=tensors['dt_bias'], dt_softplus=True)
+    ref = ssd_scan_naive(*args, **kwargs)
+    _assert_close('ssd_scan', ssd_scan(*args, chunk_size=256, impl='triton', **kwargs), ref, 1e-4)
+    y_f, y_b = ssd_scan_bidirectional(*args, chunk_size=32, impl='triton', **kwargs)
+    _assert_close('y_fwd', y_f, ref, 1e-4)
+    _assert_close('y_bwd', y_b, ssd_scan_naive(*args, reverse=True, **kwargs), 1e-4)
+
+
+def test_kernel_chunk_is_a_power_of_two_between_16_and_64():
+    assert [_kernel_chunk(c) for c in (1, 8, 16, 17, 48, 64, 100, 256)] == \
+        [16, 16, 16, 16, 32, 64, 64, 64]
+
+
+def test_empty_sequence():
+    tensors = _inputs(1, 0, 2, 1, torch.float32, 6, False, None, False, False)
+    init = torch.randn(1, 2, 16, 16)
+    y, final = ssd_chunk_triton(*(tensors[n] for n in ('x', 'dt', 'A', 'B', 'C')), 64, None,
+                                None, None, False, (0.0, float('inf')), init, True, False)
+    assert y.shape == (1, 0, 2, 16)
+    assert torch.equal(final, init)
+
+
+@pytest.mark.slow  # 20-30 s of CPU per dtype
+@pytest.mark.parametrize('dtype', ['bf16', 'fp16', 'fp32'])
+def test_kernels_compile_for_sm90(dtype):
+    """Every kernel, with every optional input, compiles to an sm_90 cubin (no GPU needed).
+
+    Runs in a subprocess: the kernels of this process are interpreter functions.
+    """
+    env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
+    result = subprocess.run([sys.executable, __file__, 'compile-sm90', dtype], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count('cubin ok') == 7, result.stdout
+
+
+def _compile_all_for_sm90(dtype: str) -> None:
+    """Compile each kernel of triton_kernels for compute capability 9.0 (H100 / H200)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernels = importlib.import_module('dinomamba_mm.ops.ssd.triton_kernels')
+    assert not kernels.INTERPRETING
+    precision = 'tf32x3' if dtype == 'fp32' else 'ieee'
+    chunk = dict(Q=64, BLOCK_N=64, DOT_PRECISION=precision)
+    flags = dict(HAS_D=True, HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True, CLAMP=True)
+    cases = [
+        (kernels._dt_cumsum_fwd_kernel, dict(HAS_BIAS=True, SOFTPLUS=True, CLAMP=True, Q=64,
+                                             BLOCK_H=8)),
+        (kernels._chunk_state_fwd_kernel, dict(chunk, BLOCK_P=64)),
+        (kernels._state_passing_fwd_kernel, dict(HAS_INIT=True, Q=64, BLOCK=1024)),
+        (kernels._chunk_scan_fwd_kernel, dict(chunk, HAS_D=True, HAS_Z=True, BLOCK_P=64)),
+        (kernels._chunk_dstate_bwd_kernel, dict(chunk, HAS_Z=True, BLOCK_P=64)),
+        (kernels._state_passing_bwd_kernel, dict(HAS_DFINAL=True, Q=64, BLOCK=1024)),
+        (kernels._chunk_bwd_kernel, dict(chunk, BLOCK_P=64, **flags)),
+    ]
+    float_params = ('A0', 'A1', 'bias0', 'bias1', 'D0', 'D1', 'dt0', 'dt1')
+    for autotuned, constexprs in cases:
+        fn = autotuned.fn
+        signature = {}
+        for name in fn.arg_names:
+            if name in constexprs:
+                signature[name] = 'constexpr'
+            elif name in float_params or (name.endswith('_ptr') and name != 'dout_ptr'):
+                signature[name] = '*fp32'
+            elif name[-1] in '01' or name == 'dout_ptr':  # per-direction x, B, C, z; dy
+                signature[name] = '*' + dtype
+            elif name in ('dt_min', 'dt_max'):
+                signature[name] = 'fp32'
+            else:
+                signature[name] = 'i32'
+        compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                                  target=GPUTarget('cuda', 90, 32), options=dict(num_warps=8))
+        assert compiled.asm['cubin'], fn.__name__
+        print(fn.__name__, dtype, 'cubin ok')
+
+
+if __name__ == '__main__' and sys.argv[1:2] == ['compile-sm90']:
+    _compile_all_for_sm90(sys.argv[2])

@@ -1,0 +1,197 @@
+"""One-shot GPU check of the Triton SSD scan: correctness, then speed against mamba_ssm.
+
+Run on a CUDA machine (written for an H200):
+
+    python tools/benchmarks/ssd_gpu_check.py [--lengths 197 785 3137] [--batch 8]
+
+1. Correctness (fp32 and bf16): the bidirectional Triton op against the chunked PyTorch path
+   (``impl='torch'``) on the vision shapes B 8, L in {197, 785, 3137}, H 24, P 64, N 64, outputs
+   and the gradients of every input; plus both paths against the float64 sequential oracle on a
+   small shape. Errors are max |a - b| / max(1, max |b|).
+2. Timings (bf16), forward and forward+backward: our bidirectional op (one launch per stage, no
+   flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
+   inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
+   PyTorch path. Prints the machine and the ratios measured side by side in this run.
+
+Exits 0 with a message when no CUDA device is present; exits 1 when a correctness check fails.
+"""
+import argparse
+import os
+import platform
+import sys
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+
+TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
+NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
+
+
+def machine() -> str:
+    import triton
+    props = torch.cuda.get_device_properties(0)
+    return (f'{platform.platform()} | {os.cpu_count()} CPUs | torch {torch.__version__} | '
+            f'triton {triton.__version__} | CUDA {torch.version.cuda} | {props.name} '
+            f'({props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor})')
+
+
+def make_inputs(batch: int, length: int, heads: int, headdim: int, dstate: int, groups: int,
+                dtype: torch.dtype, seed: int) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """(forward, backward) inputs of a DinoVim mixer: separate values per direction."""
+    g = torch.Generator(device='cuda').manual_seed(seed)
+    dev = 'cuda'
+
+    def one():
+        return dict(
+            x=torch.randn(batch, length, heads, headdim, device=dev, generator=g).to(dtype),
+            dt=torch.randn(batch, length, heads, device=dev, generator=g) * 0.5,
+            A=-torch.exp(torch.rand(heads, device=dev, generator=g) * 2.7),  # -[1, 16]
+            B=(torch.randn(batch, length, groups, dstate, device=dev, generator=g) * 0.3).to(dtype),
+            C=(torch.randn(batch, length, groups, dstate, device=dev, generator=g) * 0.3).to(dtype),
+            D=torch.randn(heads, device=dev, generator=g),
+            z=torch.randn(batch, length, heads, headdim, device=dev, generator=g).to(dtype),
+            dt_bias=torch.randn(heads, device=dev, generator=g) * 0.5 - 4.0)
+
+    fwd, bwd = one(), one()
+    return {n: (fwd[n], bwd[n]) for n in NAMES}
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max().clamp(min=1.0)).item()
+
+
+def run_bidirectional(inputs, impl: str, chunk_size: int = 256):
+    leaves = {n: tuple(t.detach().clone().requires_grad_() for t in pair)
+              for n, pair in inputs.items()}
+    y_f, y_b = ssd_scan_bidirectional(*(leaves[n] for n in ('x', 'dt', 'A', 'B', 'C')),
+                                      chunk_size=chunk_size, D=leaves['D'], z=leaves['z'],
+                                      dt_bias=leaves['dt_bias'], dt_softplus=True, impl=impl)
+    g = torch.Generator(device='cuda').manual_seed(0)
+    cot = [torch.randn(y.shape, device='cuda', generator=g).to(y.dtype) for y in (y_f, y_b)]
+    torch.autograd.backward([y_f, y_b], cot)
+    grads = {f'd{n}[{k}]': leaves[n][k].grad for n in NAMES for k in range(2)}
+    return {'y_fwd': y_f.detach(), 'y_bwd': y_b.detach(), **grads}
+
+
+def run_oracle(inputs):
+    leaves = {n: tuple(t.detach().double().requires_grad_() for t in pair)
+              for n, pair in inputs.items()}
+    ys = [ssd_scan_naive(*(leaves[n][k] for n in ('x', 'dt', 'A', 'B', 'C')), D=leaves['D'][k],
+                         z=leaves['z'][k], dt_bias=leaves['dt_bias'][k], dt_softplus=True,
+                         reverse=bool(k)) for k in range(2)]
+    g = torch.Generator(device='cuda').manual_seed(0)
+    cot = [torch.randn(y.shape, device='cuda', generator=g).to(inputs['x'][0].dtype).double()
+           for y in ys]
+    torch.autograd.backward(ys, cot)
+    grads = {f'd{n}[{k}]': leaves[n][k].grad for n in NAMES for k in range(2)}
+    return {'y_fwd': ys[0].detach(), 'y_bwd': ys[1].detach(), **grads}
+
+
+def compare(label: str, got: Dict[str, torch.Tensor], ref: Dict[str, torch.Tensor],
+            tol: float) -> bool:
+    errors = {k: rel_err(got[k], ref[k]) for k in ref}
+    worst = max(errors, key=errors.get)
+    ok = errors[worst] <= tol
+    print(f'  {label:58s} worst {worst:9s} {errors[worst]:.2e} (tol {tol:.0e}) '
+          f'{"PASS" if ok else "FAIL"}')
+    if not ok:
+        print('    ' + ', '.join(f'{k} {v:.1e}' for k, v in errors.items()))
+    return ok
+
+
+def check_correctness(lengths: List[int], batch: int) -> bool:
+    ok = True
+    print('correctness (relative max error):')
+    for dtype in (torch.float32, torch.bfloat16):
+        small = make_inputs(1, 197, 4, 64, 64, 1, dtype, seed=1)
+        oracle = run_oracle(small)
+        for impl in ('triton', 'torch'):
+            ok &= compare(f'{impl} vs float64 oracle, B1 L197 H4 {dtype}',
+                          run_bidirectional(small, impl), oracle, TOLERANCE[dtype])
+        for length in lengths:
+            inputs = make_inputs(batch, length, 24, 64, 64, 1, dtype, seed=length)
+            ok &= compare(f'triton vs torch path, B{batch} L{length} H24 P64 N64 {dtype}',
+                          run_bidirectional(inputs, 'triton'), run_bidirectional(inputs, 'torch'),
+                          TOLERANCE[dtype])
+            torch.cuda.empty_cache()
+    return ok
+
+
+def bench(fn: Callable[[], object]) -> float:
+    """Median milliseconds of fn (after a warm-up that also runs any autotuning)."""
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=50, rep=200, return_mode='median')
+
+
+def timings(lengths: List[int], batch: int) -> None:
+    try:
+        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    except ImportError as exc:
+        mamba_chunk_scan_combined = None
+        print(f'mamba_ssm not importable ({exc}); timing our Triton op against our torch path only')
+    print('timings, bf16, median ms (ratio = other / ours; > 1 means ours is faster):')
+    for length in lengths:
+        inputs = make_inputs(batch, length, 24, 64, 64, 1, torch.bfloat16, seed=length)
+        leaves = {n: tuple(t.detach().clone().requires_grad_() for t in pair)
+                  for n, pair in inputs.items()}
+        kw = dict(D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'], dt_softplus=True)
+
+        def ours(impl):
+            return lambda: ssd_scan_bidirectional(
+                *(leaves[n] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size=256, impl=impl, **kw)
+
+        candidates = {'ours (triton)': ours('triton'), 'ours (torch)': ours('torch')}
+        if mamba_chunk_scan_combined is not None:
+            def mamba_two_calls():
+                args = {n: leaves[n] for n in NAMES}
+                y_f = mamba_chunk_scan_combined(
+                    *(args[n][0] for n in ('x', 'dt', 'A', 'B', 'C')), 256, D=args['D'][0],
+                    z=args['z'][0], dt_bias=args['dt_bias'][0], dt_softplus=True)
+                flip = {n: args[n][1].flip(1) for n in ('x', 'dt', 'B', 'C', 'z')}
+                y_b = mamba_chunk_scan_combined(
+                    flip['x'], flip['dt'], args['A'][1], flip['B'], flip['C'], 256,
+                    D=args['D'][1], z=flip['z'], dt_bias=args['dt_bias'][1],
+                    dt_softplus=True).flip(1)
+                return y_f, y_b
+            candidates['mamba_ssm x2 + flips'] = mamba_two_calls
+
+        results = {}
+        for name, fn in candidates.items():
+            def fwd_bwd(fn=fn):
+                y_f, y_b = fn()
+                (y_f.float().sum() + y_b.float().sum()).backward()
+
+            with torch.no_grad():
+                fwd_ms = bench(fn)
+            results[name] = (fwd_ms, bench(fwd_bwd))
+        base_fwd, base_all = results['ours (triton)']
+        print(f'  B{batch} L{length} H24 P64 N64:')
+        for name, (fwd_ms, all_ms) in results.items():
+            print(f'    {name:22s} fwd {fwd_ms:8.3f} ms (x{fwd_ms / base_fwd:5.2f})   '
+                  f'fwd+bwd {all_ms:8.3f} ms (x{all_ms / base_all:5.2f})')
+        torch.cuda.empty_cache()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137])
+    parser.add_argument('--batch', type=int, default=8)
+    parser.add_argument('--skip-timings', action='store_true')
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print('ssd_gpu_check: no CUDA device here; this check needs a GPU (written for an H200). '
+              'Nothing was run.')
+        return 0
+    print(machine())
+    ok = check_correctness(args.lengths, args.batch)
+    if not args.skip_timings:
+        timings(args.lengths, args.batch)
+    print('correctness:', 'PASS' if ok else 'FAIL')
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
