@@ -35,3 +35,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def plain_config_text(monkeypatch):
+    """The Runner logs and dumps its config through yapf (Config.pretty_text), which takes
+    longer than 2 tiny iterations; the tests read neither, so skip the formatting."""
+    from mmengine import Config
+    monkeypatch.setattr(Config, 'pretty_text',
+                        property(lambda self: repr(self.to_dict())))

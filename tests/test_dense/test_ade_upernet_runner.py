@@ -36,7 +36,7 @@ def _teacher_checkpoint(cfg, path: str) -> dict:
 
 
 def test_upernet_trains_from_the_teacher_and_reports_miou(tiny_synthetic, tmp_path,
-                                                          one_thread):
+                                                          one_thread, plain_config_text):
     cfg = tiny_ade_cfg(tiny_synthetic, str(tmp_path / 'work'))
     cfg.model.backbone.token_layout = 'paper'  # as the paper checkpoints need
     checkpoint = str(tmp_path / 'teacher.pth')
