@@ -10,7 +10,8 @@ Two modes:
 - ``'exact'``: the area under the ROC curve over all distinct scores, computed as the
   Mann-Whitney statistic P(S_fg > S_bg) + 0.5 P(S_fg = S_bg), ties counted half, which is what
   ``sklearn.metrics.roc_auc_score`` gives. float16/32 maps: one sort of 64-bit (score, label)
-  keys per map; float64 maps: a sort per class and two binary searches.
+  keys per map (float16 is widened to float32 first, exactly); float64 maps: a sort per class
+  and two binary searches.
   Invariant to any strictly increasing transform of S, so min-max normalisation is irrelevant here.
 - ``'binned'``: S is min-max normalised per map to [0, 1] and quantised into ``num_thresholds``
   equal bins (thresholds t_k = k / T, k = 0..T-1); one ``bincount`` per batch of maps gives the
@@ -59,6 +60,8 @@ def _check_inputs(score_map: ArrayLike,
         raise ValueError(f'fg_mask must have the shape of score_map '
                          f'{tuple(scores.shape)}, got {tuple(mask.shape)}')
     single = scores.ndim == 2
+    if scores.dtype.itemsize < 4:  # float16: exact in float32, and binning needs the precision
+        scores = scores.astype(np.float32)
     scores = scores.reshape(1 if single else scores.shape[0], -1)
     mask = mask.reshape(scores.shape)
     finite = np.isfinite(scores).all(axis=1)
@@ -76,8 +79,8 @@ def _check_inputs(score_map: ArrayLike,
 
 def _exact_auc(scores: np.ndarray, mask: np.ndarray) -> float:
     """Mann-Whitney AUC of one map: scores (P,), mask (P,) with both classes present."""
-    if scores.dtype.itemsize <= 4:
-        below, tied = _pair_counts_packed(scores.astype(np.float32, copy=False), mask)
+    if scores.dtype == np.float32:
+        below, tied = _pair_counts_packed(scores, mask)
     else:
         below, tied = _pair_counts_split(scores, mask)
     num_fg = int(np.count_nonzero(mask))
