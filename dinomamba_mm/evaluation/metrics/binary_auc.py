@@ -8,8 +8,8 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from dinomamba_mm.registry import METRICS
-from ..functional.binary_auc import (AUC_MODES, _histograms, auc_from_histograms,
-                                     binary_auc)
+from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
+                                     binary_auc_histograms)
 
 # Maps upsampled per interpolate call: bounds the float32 buffer (64 maps of 512 x 512 = 64 MB).
 _MAPS_PER_CALL = 64
@@ -128,7 +128,8 @@ class BinaryAUC(BaseMetric):
             binary_auc(scores[:, None], masks[:, None], self.mode, self.num_thresholds)
         ).reshape(maps.shape[:2])
         if self.pooled:
-            fg_hist, bg_hist = _histograms(scores, masks, self.num_thresholds)
+            fg_hist, bg_hist = binary_auc_histograms(scores[:, None], masks[:, None],
+                                                     self.num_thresholds)
             result['fg_hist'] = fg_hist.reshape(*maps.shape[:2], -1).astype(np.int32)
             result['bg_hist'] = bg_hist.reshape(*maps.shape[:2], -1).astype(np.int32)
         return result
