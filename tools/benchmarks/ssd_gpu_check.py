@@ -23,9 +23,6 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
-from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
-
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
 
@@ -64,6 +61,7 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def run_bidirectional(inputs, impl: str, chunk_size: int = 256):
+    from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
     leaves = {n: tuple(t.detach().clone().requires_grad_() for t in pair)
               for n, pair in inputs.items()}
     y_f, y_b = ssd_scan_bidirectional(*(leaves[n] for n in ('x', 'dt', 'A', 'B', 'C')),
@@ -77,6 +75,7 @@ def run_bidirectional(inputs, impl: str, chunk_size: int = 256):
 
 
 def run_oracle(inputs):
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
     leaves = {n: tuple(t.detach().double().requires_grad_() for t in pair)
               for n, pair in inputs.items()}
     ys = [ssd_scan_naive(*(leaves[n][k] for n in ('x', 'dt', 'A', 'B', 'C')), D=leaves['D'][k],
@@ -127,6 +126,7 @@ def bench(fn: Callable[[], object]) -> float:
 
 
 def timings(lengths: List[int], batch: int) -> None:
+    from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
     try:
         from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
     except ImportError as exc:
