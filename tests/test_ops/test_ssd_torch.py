@@ -7,7 +7,9 @@ Tolerances (relative to max(1, max |reference|), per tensor):
   bf16 inputs: 2e-2 (bf16 output rounding is 2^-8).
   float64 inputs: torch.autograd.gradcheck (the path accumulates in float64 then).
 Every value of every axis (L, chunk size, G, D, z, dt_bias, states, reverse) appears in the case
-list; the cross product would be too slow for the 2-core budget.
+list; the cross product would be too slow for the 2-core budget. The case list runs with the CPU
+chunk cap lifted, so that chunk_size=256 really makes 256-token chunks; the capped default is
+checked separately.
 """
 import os
 import sys
@@ -16,6 +18,7 @@ import pytest
 import torch
 
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import chunk as chunk_module
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +80,8 @@ def _run_both(inputs, dtype, chunk, reverse, dt_limit, states, seed=1):
 
 
 @pytest.mark.parametrize('case', CASES, ids=_case_id)
-def test_matches_oracle_fp32(case):
+def test_matches_oracle_fp32(case, monkeypatch):
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
     length, chunk, groups, D, z, bias, states, reverse, limit = case
     inputs = make_inputs(length=length, groups=groups, D=D, z=z, dt_bias=bias,
                          initial_states=states, softplus=bias, seed=length + chunk)
@@ -104,12 +108,17 @@ def test_low_precision_inputs(dtype, reverse):
         _assert_close(grads[name], ref_grads[name], TOL[dtype], f'd{name}')
 
 
-def test_chunk_size_does_not_change_the_result():
-    inputs = cast(make_inputs(length=200, groups=2, D='H', dt_bias=True, seed=5), torch.float32)
-    ys = [ssd_scan(**inputs, chunk_size=c, dt_softplus=True, impl='torch') for c in (1, 13, 200)]
-    ref = ssd_scan_naive(**inputs, dt_softplus=True)
-    for y in ys:
-        _assert_close(y, ref, TOL[torch.float32], 'y')
+@pytest.mark.parametrize('cap', [None, 64])
+def test_chunk_size_does_not_change_the_result(cap, monkeypatch):
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', cap)
+    inputs = cast(make_inputs(length=200, groups=2, D='H', dt_bias=True, initial_states=True,
+                              seed=5), torch.float32)
+    ref = ssd_scan_naive(**inputs, dt_softplus=True, return_final_states=True)
+    for c in (1, 13, 200, 256):
+        outs = ssd_scan(**inputs, chunk_size=c, dt_softplus=True, return_final_states=True,
+                        impl='torch')
+        for o, r in zip(outs, ref):
+            _assert_close(o, r, TOL[torch.float32], f'chunk_size={c}, cap={cap}')
 
 
 @pytest.mark.parametrize('reverse', [False, True])

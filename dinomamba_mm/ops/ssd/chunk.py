@@ -1,6 +1,7 @@
 """Chunked SSD in PyTorch: the CPU production path (any device; fp32 accumulation).
 
-The sequence is cut into n_c chunks of Q <= chunk_size tokens (balanced, so padding < n_c tokens).
+The sequence is cut into n_c chunks of Q <= chunk_size tokens (<= CPU_CHUNK_CAP on CPU; balanced,
+so padding < n_c tokens).
 With u = dt' x, a = dt' A and ``cum`` the running sum of ``a`` inside a chunk in processing order
 (prefix sums forward, suffix sums reverse; kept in float64, it is only (B, H, L)), per batch row
 and head:
@@ -46,6 +47,13 @@ def preprocess_dt(dt: Tensor, dt_bias: Optional[Tensor], dt_softplus: bool,
     return dt
 
 
+CPU_CHUNK_CAP: Optional[int] = 64
+"""Longest chunk used for CPU tensors (None: no cap). The per-token cost of the intra-chunk part
+grows with Q (the (Q, Q) masks are elementwise work, memory bound on a CPU) while the state part
+shrinks with it; around 64 tokens the sum is smallest on CPUs (tools/benchmarks/ssd.py
+--chunk-sweep). The result does not depend on the chunk length."""
+
+
 def chunk_layout(length: int, chunk_size: int) -> Tuple[int, int]:
     """(n_chunks, chunk length): chunks of at most ``chunk_size`` tokens, padding < n_chunks."""
     n_chunks = max(1, math.ceil(length / chunk_size))
@@ -77,19 +85,24 @@ class _Layout:
         self.dtype = compute_dtype(x)
         self.reverse = tuple(reverse)
         self.rows = self.batch * len(self.reverse)
+        if x.device.type == 'cpu' and CPU_CHUNK_CAP is not None:
+            chunk_size = min(chunk_size, CPU_CHUNK_CAP)
         self.n_chunks, self.q = chunk_layout(self.length, chunk_size)
         self.padded = self.n_chunks * self.q
         self.blocks = [(slice(d * self.batch, (d + 1) * self.batch), rev)
                        for d, rev in enumerate(self.reverse)]
 
-    def new(self, *shape, like: Tensor, zero_pad: bool = False) -> Tensor:
-        make = torch.zeros if zero_pad and self.padded > self.length else torch.empty
-        return make(*shape, dtype=self.dtype, device=like.device)
+    def new(self, *shape, like: Tensor, pad_dim: Optional[int] = None) -> Tensor:
+        """Uninitialised buffer; with ``pad_dim`` the padded tokens (past L there) are zeros."""
+        out = torch.empty(*shape, dtype=self.dtype, device=like.device)
+        if pad_dim is not None and self.padded > self.length:
+            out.narrow(pad_dim, self.length, self.padded - self.length).zero_()
+        return out
 
     def stack_groups(self, tensors: Sequence[Tensor]) -> Tensor:
         """(B, L, G, N) per direction -> (R, G, Lp, N) in the compute dtype, zero padded."""
         out = self.new(self.rows, self.groups, self.padded, self.dstate, like=tensors[0],
-                       zero_pad=True)
+                       pad_dim=2)
         for (rows, _), t in zip(self.blocks, tensors):
             out[rows, :, :self.length] = t.transpose(1, 2)
         return out
@@ -126,7 +139,7 @@ class _Layout:
         return t[:, :, :, None, :, None]
 
 
-_EXACT_CUM = 64.0  # float32 differences of running sums below this are accurate to ~4e-6
+_EXACT_CUM = 512.0  # float32 differences of running sums below this are off by < 3e-5
 
 
 def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
@@ -180,7 +193,7 @@ class _ChunkedScan(torch.autograd.Function):
         nc, q, Lp, L = lay.n_chunks, lay.q, lay.padded, lay.length
         dev = xs[0].device
 
-        dt_s = lay.new(R, Lp, H, like=xs[0], zero_pad=True)
+        dt_s = lay.new(R, Lp, H, like=xs[0], pad_dim=1)
         for (rows, _), dt in zip(lay.blocks, dts):
             dt_s[rows, :L] = dt
         A_rows = torch.cat([A.to(lay.dtype).expand(lay.batch, H) for A in As])  # (R, H)
@@ -189,7 +202,7 @@ class _ChunkedScan(torch.autograd.Function):
         B_s, C_s = lay.stack_groups(Bs), lay.stack_groups(Cs)  # (R, G, Lp, N)
         B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)  # (R G n_c, Q, N)
 
-        u = lay.new(R, H, Lp, P, like=xs[0], zero_pad=True)  # head-major dt' x
+        u = lay.new(R, H, Lp, P, like=xs[0], pad_dim=2)  # head-major dt' x
         u_tok = u.transpose(1, 2)
         for (rows, _), x, dt in zip(lay.blocks, xs, dts):
             torch.mul(x, dt.unsqueeze(-1), out=u_tok[rows, :L])
@@ -215,12 +228,18 @@ class _ChunkedScan(torch.autograd.Function):
             decay = lay.head_scalars(torch.exp(exit_cum).to(lay.dtype))
             entering = torch.empty_like(states)
             for d, (rows, rev) in enumerate(lay.blocks):
-                h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
-                     else lay.state_to_n_major(h0s[d].to(lay.dtype)))
-                for c in (range(nc - 1, -1, -1) if rev else range(nc)):
-                    entering[rows, :, c] = h
-                    h = torch.addcmul(states[rows, :, c], decay[rows, :, c], h)
-                finals.append(lay.state_from_n_major(h))
+                order = list(range(nc - 1, -1, -1) if rev else range(nc))
+                first = entering[rows, :, order[0]]
+                if h0s[d] is None:
+                    first.zero_()
+                else:
+                    first.copy_(lay.state_to_n_major(h0s[d].to(lay.dtype)))
+                for c, c_next in zip(order, order[1:]):
+                    torch.addcmul(states[rows, :, c], decay[rows, :, c], entering[rows, :, c],
+                                  out=entering[rows, :, c_next])
+                last = order[-1]
+                finals.append(lay.state_from_n_major(torch.addcmul(
+                    states[rows, :, last], decay[rows, :, last], entering[rows, :, last])))
             y_off = torch.bmm(C3, entering.view(-1, N, lay.per_group * P))
             y_off = y_off.view(R, G, Lp, lay.per_group, P)
             decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp).to(lay.dtype))
@@ -252,7 +271,7 @@ class _ChunkedScan(torch.autograd.Function):
         B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)
         dev = u.device
 
-        dy = lay.new(R, H, Lp, P, like=u, zero_pad=True)  # head-major
+        dy = lay.new(R, H, Lp, P, like=u, pad_dim=2)  # head-major
         dy_tok = dy.transpose(1, 2)
         for (rows, _), g in zip(lay.blocks, dys):
             dy_tok[rows, :L] = g
@@ -284,16 +303,21 @@ class _ChunkedScan(torch.autograd.Function):
             dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, lay.per_group * P)
             d_entering = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
             dC3 = dC3 + torch.bmm(dv3, entering3.transpose(1, 2))
-            d_states = torch.empty_like(entering)
-            d_decay = torch.empty(R, G, nc, lay.per_group, dtype=lay.dtype, device=dev)
+            d_states = torch.empty_like(entering)  # gradient of the state leaving chunk c
             for d, (rows, rev) in enumerate(lay.blocks):
-                g = (torch.zeros_like(entering[rows, :, 0]) if d_finals[d] is None
-                     else lay.state_to_n_major(d_finals[d].to(lay.dtype)))
-                for c in (range(nc) if rev else range(nc - 1, -1, -1)):
-                    d_states[rows, :, c] = g
-                    d_decay[rows, :, c] = (g * entering[rows, :, c]).sum((2, 4))
-                    g = torch.addcmul(d_entering[rows, :, c], decay[rows, :, c], g)
-                d_h0[d] = lay.state_from_n_major(g)
+                order = list(range(nc) if rev else range(nc - 1, -1, -1))  # backward in time
+                last = d_states[rows, :, order[0]]
+                if d_finals[d] is None:
+                    last.zero_()
+                else:
+                    last.copy_(lay.state_to_n_major(d_finals[d].to(lay.dtype)))
+                for c, c_prev in zip(order, order[1:]):
+                    torch.addcmul(d_entering[rows, :, c], decay[rows, :, c], d_states[rows, :, c],
+                                  out=d_states[rows, :, c_prev])
+                first = order[-1]
+                d_h0[d] = lay.state_from_n_major(torch.addcmul(
+                    d_entering[rows, :, first], decay[rows, :, first], d_states[rows, :, first]))
+            d_decay = (d_states * entering).sum((3, 5))  # (R, G, n_c, Hg)
             d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
             d_states3 = d_states.view(-1, N, lay.per_group * P)
             d_uw = torch.bmm(B3, d_states3).view(R, G, Lp, lay.per_group, P)
