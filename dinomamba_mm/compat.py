@@ -12,7 +12,11 @@ Applied once, on ``import dinomamba_mm`` (which ``custom_imports`` does before a
 3. Checkpoints written by runs that did not import this package still carry those functions. For
    local files only (the user's own runs), the loader falls back to ``weights_only=False`` with a
    warning naming the file; downloaded files never fall back.
-4. Distributed training on CPU-only machines (``tools/dist_train.sh`` with gloo): mmengine calls
+4. mmcv 2.1's ``adjust_hue`` computes ``np.uint8(hue_factor * 255)``, which numpy >= 2 refuses
+   (OverflowError) for every negative factor, so mmpretrain's ``ColorJitter`` fails on half of the
+   images. The replacement shifts the hue channel by the same amount modulo 256 (the uint8
+   wrap-around numpy 1 performed).
+5. Distributed training on CPU-only machines (``tools/dist_train.sh`` with gloo): mmengine calls
    ``torch.cuda.set_device`` and wraps models in DDP with ``device_ids=[LOCAL_RANK]``; both fail
    without a GPU. Without CUDA we initialise the process group with gloo and give DDP no device ids.
 """
@@ -21,13 +25,17 @@ import os.path as osp
 import pickle
 import warnings
 
+import cv2
+import mmcv
 import numpy as np
 import torch
 import torch.distributed as torch_dist
+from mmcv.image import photometric
 from mmengine.dist import utils as dist_utils
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.model.wrappers import distributed as ddp_wrappers
 from mmengine.runner.checkpoint import CheckpointLoader
+from PIL import Image
 
 _DEFAULT_STATISTICS = ('min', 'max', 'current', 'mean')
 
@@ -83,6 +91,39 @@ def load_from_local(filename: str, map_location=None) -> dict:
         return torch.load(filename, map_location=map_location, weights_only=False)
 
 
+def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
+    """``mmcv.adjust_hue`` (same arguments and checks) that also works on numpy >= 2.
+
+    Args:
+        img (ndarray): (H, W, 3) BGR image; uint8 for the pillow backend.
+        hue_factor (float): hue shift in turns, in [-0.5, 0.5].
+        backend (str, optional): 'cv2' or 'pillow'; None uses mmcv's image backend.
+    """
+    backend = backend or photometric.imread_backend
+    if backend not in ('cv2', 'pillow'):
+        raise ValueError(f"backend: {backend} is not supported. Supported backends are "
+                         "'cv2', 'pillow'")
+    if not -0.5 <= hue_factor <= 0.5:
+        raise ValueError(f'hue_factor:{hue_factor} is not in [-0.5, 0.5].')
+    if not (isinstance(img, np.ndarray) and img.ndim in (2, 3)):
+        raise TypeError('img should be ndarray with dim=[2 or 3].')
+    shift = int(hue_factor * 255) % 256
+
+    if backend == 'pillow':
+        if img.dtype != np.uint8:
+            raise ValueError(f'the pillow backend needs a uint8 image, got {img.dtype}')
+        h, s, v = Image.fromarray(np.ascontiguousarray(img[..., ::-1]), mode='RGB') \
+            .convert('HSV').split()
+        h = Image.fromarray(((np.asarray(h, dtype=np.uint16) + shift) % 256)
+                            .astype(np.uint8), 'L')
+        rgb = Image.merge('HSV', (h, s, v)).convert('RGB')
+        return np.array(rgb, dtype=img.dtype)[..., ::-1]
+    dtype = img.dtype
+    h, s, v = cv2.split(cv2.cvtColor(img.astype(np.uint8), cv2.COLOR_BGR2HSV_FULL))
+    h = ((h.astype(np.uint16) + shift) % 256).astype(np.uint8)
+    return cv2.cvtColor(cv2.merge([h, s, v]), cv2.COLOR_HSV2BGR_FULL).astype(dtype)
+
+
 _mmengine_init_dist_pytorch = dist_utils._init_dist_pytorch
 _mmengine_ddp_init = ddp_wrappers.MMDistributedDataParallel.__init__
 
@@ -109,6 +150,7 @@ def apply() -> None:
     torch.serialization.add_safe_globals(
         [HistoryBuffer, argparse.Namespace, *_numpy_safe_globals()])
     HistoryBuffer.__getstate__ = _history_buffer_getstate
+    photometric.adjust_hue = mmcv.image.adjust_hue = mmcv.adjust_hue = adjust_hue
     dist_utils._init_dist_pytorch = _init_dist_pytorch
     ddp_wrappers.MMDistributedDataParallel.__init__ = _ddp_init
 

@@ -65,3 +65,57 @@ def test_ddp_wrapper_accepts_cpu_modules_with_device_ids(tmp_path):
         assert model.module.weight.grad is not None
     finally:
         dist.destroy_process_group()
+
+
+def _mmcv_photometric_as_shipped():
+    """mmcv's own photometric module, loaded afresh (the oracle for non-negative factors)."""
+    import importlib.util
+
+    import mmcv.image.photometric as patched
+    spec = importlib.util.spec_from_file_location('mmcv_photometric_original',
+                                                  patched.__file__)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = 'mmcv.image'
+    spec.loader.exec_module(module)
+    return module
+
+
+def _saturated_bgr(seed=1, size=16):
+    """Fully saturated, bright pixels: their hue survives the HSV round trip."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    hsv = np.stack([rng.integers(0, 256, (size, size)), np.full((size, size), 255),
+                    np.full((size, size), 255)], axis=-1).astype(np.uint8)
+    return np.asarray(Image.fromarray(hsv, 'HSV').convert('RGB'))[..., ::-1].copy()
+
+
+@pytest.mark.parametrize('backend', ['pillow', 'cv2'])
+@pytest.mark.parametrize('factor', [-0.5, -0.1, 0.2])
+def test_adjust_hue_rotates_hue_on_numpy_2(backend, factor):
+    import cv2
+    import mmcv
+    from PIL import Image
+
+    def hue(img):
+        if backend == 'pillow':
+            rgb = Image.fromarray(np.ascontiguousarray(img[..., ::-1]))
+            return np.asarray(rgb.convert('HSV'))[..., 0].astype(int)
+        return cv2.cvtColor(img, cv2.COLOR_BGR2HSV_FULL)[..., 0].astype(int)
+
+    img = _saturated_bgr()
+    out = mmcv.adjust_hue(img, factor, backend=backend)
+    assert np.median((hue(out) - hue(img)) % 256) == int(factor * 255) % 256
+    if factor >= 0:  # where mmcv's own implementation works, results are identical
+        shipped = _mmcv_photometric_as_shipped().adjust_hue(img, factor, backend=backend)
+        assert np.array_equal(out, shipped)
+
+
+def test_mmpretrain_color_jitter_runs_with_negative_hue():
+    from mmpretrain.datasets.transforms import ColorJitter
+    jitter = ColorJitter(hue=0.5)
+    np.random.seed(0)
+    for _ in range(8):  # half of the draws are negative
+        jitter(dict(img=_saturated_bgr()))
+    with pytest.raises(ValueError, match='hue_factor'):
+        import mmcv
+        mmcv.adjust_hue(_saturated_bgr(), 0.7)

@@ -2,11 +2,11 @@
 from typing import Optional, Sequence, Tuple
 
 from mmcv.transforms import RandomApply, RandomFlip, RandomGrayscale
-from mmpretrain.datasets.transforms import MultiView, RandomResizedCrop, Solarize
+from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResizedCrop,
+                                            Solarize)
 
 from dinomamba_mm.registry import TRANSFORMS
 from .random_gaussian_blur import RandomGaussianBlur
-from .wrapping_hue_color_jitter import WrappingHueColorJitter
 
 
 @TRANSFORMS.register_module()
@@ -21,9 +21,9 @@ class DINOMultiCrop(MultiView):
     :class:`dinomamba_mm.DINO` expects.
 
     Built from mmpretrain / mmcv transforms (``RandomResizedCrop``, ``RandomFlip``,
-    ``RandomApply``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) plus our
-    :class:`WrappingHueColorJitter` and :class:`RandomGaussianBlur` (mmpretrain's versions fail
-    on numpy >= 2 / cannot draw the radius from (0.1, 2.0)). All draw from ``np.random`` /
+    ``RandomApply``, ``ColorJitter``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) plus our
+    :class:`RandomGaussianBlur` (mmpretrain's cannot draw the radius from (0.1, 2.0)); the hue
+    jitter relies on dinomamba_mm.compat's numpy-2-safe ``mmcv.adjust_hue``. All draw from ``np.random`` /
     ``random``, which mmengine seeds (``randomness.seed``, per dataloader worker).
 
     Expects a BGR uint8 image (``LoadImageFromFile``); follow with ``PackInputs`` and use
@@ -38,7 +38,7 @@ class DINOMultiCrop(MultiView):
             Defaults to (0.4, 1.0).
         local_crop_scale (tuple): Area range of local crops. Defaults to (0.05, 0.4).
         flip_prob (float): Horizontal flip probability. Defaults to 0.5.
-        color_jitter (dict, optional): :class:`WrappingHueColorJitter` arguments. Defaults to
+        color_jitter (dict, optional): mmpretrain ``ColorJitter`` arguments. Defaults to
             ``dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)``.
         color_jitter_prob (float): Probability of the colour jitter. Defaults to 0.8.
         grayscale_prob (float): Grayscale probability (luma weights on BGR). Defaults to 0.2.
@@ -85,7 +85,7 @@ class DINOMultiCrop(MultiView):
                 RandomResizedCrop(scale=size, crop_ratio_range=scale,
                                   interpolation=interpolation, backend=backend),
                 RandomFlip(prob=flip_prob, direction='horizontal'),
-                RandomApply(transforms=[WrappingHueColorJitter(**color_jitter)],
+                RandomApply(transforms=[ColorJitter(**color_jitter)],
                             prob=color_jitter_prob),
                 RandomGrayscale(prob=grayscale_prob, keep_channels=True,
                                 channel_weights=(0.114, 0.587, 0.299)),
