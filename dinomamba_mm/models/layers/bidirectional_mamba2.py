@@ -124,23 +124,21 @@ class BidirectionalMamba2Mixer(nn.Module):
     def _conv(self, xbc: torch.Tensor, conv: nn.Conv1d, causal: bool) -> torch.Tensor:
         """Depthwise conv1d + SiLU, (B, L, C) -> (B, L, C); anti-causal when not ``causal``.
 
-        Causal: out_t = b + sum_k w_k x_{t-K+1+k}; anti-causal: out_t = b + sum_k w_k
-        x_{t+K-1-k} (the causal conv of the flipped sequence, flipped back). Written as K
-        shifted multiply-adds in (B, L, C) layout: a depthwise nn.Conv1d over (B, C, L) is far
-        slower on CPU and needs two transposes.
+        Causal: out_t = b + sum_s w_{K-1-s} x_{t-s}; anti-causal: out_t = b + sum_s w_{K-1-s}
+        x_{t+s} (the causal conv of the flipped sequence, flipped back), s = 0..K-1, zeros
+        outside the sequence. Written as K multiply-adds on shifted slices in (B, L, C) layout:
+        a depthwise nn.Conv1d over (B, C, L) is far slower on CPU and needs two transposes.
         """
         length, width = xbc.shape[1], self.d_conv
         weight = conv.weight[:, 0, :].to(xbc.dtype)  # (C, K)
-        if causal:
-            padded = F.pad(xbc, (0, 0, width - 1, 0))
-            taps = list(range(width))
-        else:
-            padded = F.pad(xbc, (0, 0, 0, width - 1))
-            taps = list(range(width - 1, -1, -1))
         bias = conv.bias.to(xbc.dtype) if conv.bias is not None else xbc.new_zeros(())
-        out = torch.addcmul(bias, padded[:, :length], weight[:, taps[0]])
-        for shift in range(1, width):
-            out = out.addcmul_(padded[:, shift:shift + length], weight[:, taps[shift]])
+        out = torch.addcmul(bias, xbc, weight[:, width - 1])
+        for shift in range(1, min(width, length)):
+            tap = weight[:, width - 1 - shift]
+            if causal:
+                out[:, shift:].addcmul_(xbc[:, :length - shift], tap)
+            else:
+                out[:, :length - shift].addcmul_(xbc[:, shift:], tap)
         return F.silu(out)
 
     def _split_xbc(self, xbc: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,135 @@
+"""Peak CPU memory of UperNet inference on DinoVim-T vs ViT-T at high resolution, side by side.
+
+Each model runs in a fresh process built from the ADE20K configs (configs/ade20k/upernet_*.py:
+DinoVim-T as configured; ViT-T = the ViT-B config with mmpretrain's 'deit-tiny' arch, 192 wide,
+12 blocks, 3 heads), random weights, BN, eval mode, one image of SIZE x SIZE given to the
+whole network at once (``mode='whole'``: the backbone sees all (SIZE/16)^2 tokens; the configs'
+slide inference would cut it into 512 crops). The figure is the rise of the resident set's high
+-water mark (VmHWM, reset through /proc/self/clear_refs after the model is built) during the
+forward pass, for the backbone alone and for the whole segmentor (backbone, Feature2Pyramid,
+UPerHead + FCN head, resize of the logits to the image).
+
+    python tools/benchmarks/dense_memory.py [--size 1024] [--threads 2]
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import platform
+import subprocess
+import sys
+import time
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIGS = {
+    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
+    'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
+}
+VIT_T_WIDTH = 192
+
+
+def _status_kib(field: str) -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise RuntimeError(f'{field} not in /proc/self/status')
+
+
+def _reset_peak() -> bool:
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def build_segmentor(name: str, size: int):
+    """The ADE20K UperNet of ``name`` with random weights, BN and whole-image inference."""
+    import torch
+    from mmengine import Config
+    from mmengine.registry import init_default_scope
+    cfg = Config.fromfile(osp.join(REPO, CONFIGS[name]))
+    model_cfg = cfg.model
+    model_cfg.backbone.init_cfg = None
+    model_cfg.backbone.img_size = (size, size)
+    if name == 'vit-t':
+        model_cfg.backbone.arch = 'deit-tiny'
+        model_cfg.neck.embed_dim = VIT_T_WIDTH
+        model_cfg.decode_head.in_channels = [VIT_T_WIDTH] * 4
+        model_cfg.auxiliary_head.in_channels = VIT_T_WIDTH
+    for part in (model_cfg.neck, model_cfg.decode_head, model_cfg.auxiliary_head):
+        part.norm_cfg = dict(type='BN', requires_grad=True)
+    model_cfg.test_cfg = dict(mode='whole')
+    init_default_scope('mmseg')
+    from mmseg.registry import MODELS
+    model = MODELS.build(model_cfg).eval()
+    torch.manual_seed(0)
+    return model
+
+
+def worker(name: str, size: int, part: str, threads: int) -> dict:
+    import gc
+
+    import torch
+    torch.set_num_threads(threads)
+    model = build_segmentor(name, size)
+    image = torch.randn(1, 3, size, size)
+    meta = [dict(img_shape=(size, size), ori_shape=(size, size), pad_shape=(size, size))]
+    run = (lambda: model.backbone(image)) if part == 'backbone' else \
+        (lambda: model.encode_decode(image, meta))
+    gc.collect()
+    exact = _reset_peak()
+    before = _status_kib('VmRSS')
+    start = time.perf_counter()
+    with torch.no_grad():
+        run()
+    seconds = time.perf_counter() - start
+    peak = _status_kib('VmHWM')
+    params = sum(p.numel() for p in model.backbone.parameters())
+    return dict(name=name, part=part, peak_rise_mib=(peak - before) / 1024,
+                seconds=seconds, exact_reset=exact, backbone_params_m=params / 1e6)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--size', type=int, default=1024)
+    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--worker', choices=sorted(CONFIGS), help=argparse.SUPPRESS)
+    parser.add_argument('--part', choices=('backbone', 'segmentor'), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.size % 16:
+        raise ValueError(f'--size must be a multiple of 16, got {args.size}')
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.size, args.part, args.threads)))
+        return
+
+    import torch
+    print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}, '
+          f'{args.threads} threads, load average {os.getloadavg()}')
+    print(f'UperNet inference on one {args.size}x{args.size} image '
+          f'({(args.size // 16)**2} tokens), mode whole, fresh process per run')
+    results = {}
+    for part in ('backbone', 'segmentor'):
+        for name in CONFIGS:
+            out = subprocess.run(
+                [sys.executable, __file__, '--worker', name, '--part', part, '--size',
+                 str(args.size), '--threads', str(args.threads)],
+                capture_output=True, text=True, check=True, cwd=REPO)
+            results[name, part] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f'{"part":<10} {"model":<10} {"params (M)":>10} {"peak rise (MiB)":>16} '
+          f'{"time (s)":>9}')
+    for (name, part), r in results.items():
+        print(f'{part:<10} {name:<10} {r["backbone_params_m"]:>10.1f} '
+              f'{r["peak_rise_mib"]:>16.0f} {r["seconds"]:>9.2f}')
+    for part in ('backbone', 'segmentor'):
+        ratio = (results['dinovim-t', part]['peak_rise_mib']
+                 / results['vit-t', part]['peak_rise_mib'])
+        print(f'{part}: DinoVim-T / ViT-T peak memory = {ratio:.2f}')
+    if not all(r['exact_reset'] for r in results.values()):
+        print('note: /proc/self/clear_refs was not writable; peaks include the model build')
+
+
+if __name__ == '__main__':
+    main()
