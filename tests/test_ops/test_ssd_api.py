@@ -92,7 +92,8 @@ def test_bidirectional_validation(inputs):
     with pytest.raises(ValueError, match='D must be given for both directions or for neither'):
         ssd_scan_bidirectional(**_bad(pair, D=(pair['D'], None)))
     one_row = {k: (v, v[:1]) if k in ('x', 'dt', 'B', 'C', 'z') else v for k, v in pair.items()}
-    with pytest.raises(ValueError, match=r'forward and backward x must match .* got \(2, 6, 4, 3\)'):
+    with pytest.raises(ValueError,
+                       match=r'forward and backward x must match .* got \(2, 6, 4, 3\)'):
         ssd_scan_bidirectional(**one_row)
 
 

@@ -12,8 +12,8 @@ Semantics, per batch b, head h, group g = h // (H // G):
    gradcheck needs); y has x's dtype, final_states the accumulation dtype.
 
 Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
-CPU under ``TRITON_INTERPRET=1``). ``impl=None`` or 'auto' reads ``DINOMAMBA_SSD_IMPL`` (same values)
-and otherwise picks Triton for CUDA tensors when triton imports, else torch.
+CPU under ``TRITON_INTERPRET=1``). ``impl=None`` or 'auto' reads ``DINOMAMBA_SSD_IMPL`` (same
+values) and otherwise picks Triton for CUDA tensors when triton imports, else torch.
 """
 import math
 import os
@@ -35,7 +35,8 @@ def _shape(t: torch.Tensor) -> str:
 
 def _check_tensor(name: str, t, ndim: int, expected: str) -> None:
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f'{name} must be a torch.Tensor of shape {expected}, got {type(t).__name__}')
+        raise TypeError(f'{name} must be a torch.Tensor of shape {expected}, '
+                        f'got {type(t).__name__}')
     if t.dim() != ndim:
         raise ValueError(f'{name} must have shape {expected} ({ndim} dims), got shape {_shape(t)}')
     if not t.is_floating_point():

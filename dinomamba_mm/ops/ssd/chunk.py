@@ -181,7 +181,8 @@ class _ChunkedScan(torch.autograd.Function):
     """Scan of several directions stacked along the batch (see the module docstring).
 
     forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, h0)) returns
-    the per-direction y (B, L, H, P) in the compute dtype, then (if want_final) the final states (B, H, P, N).
+    the per-direction y (B, L, H, P) in the compute dtype, then (if want_final) the final states
+    (B, H, P, N).
     """
 
     @staticmethod
