@@ -53,10 +53,10 @@ NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
 
 def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype, seed: int,
             softplus: bool, has_d: Optional[str], has_z: bool, has_bias: bool,
-            strided: bool = False) -> Dict[str, Optional[torch.Tensor]]:
+            strided: bool = False, headdim: int = 16,
+            dstate: int = 16) -> Dict[str, Optional[torch.Tensor]]:
     """Inputs with decays slow enough (|dt' A| ~ 0.005) that states cross several chunks."""
     g = torch.Generator().manual_seed(seed)
-    headdim, dstate = 16, 16
 
     def randn(*shape):
         return torch.randn(*shape, generator=g)
@@ -120,11 +120,24 @@ SCAN_CASES = [
 def test_scan_matches_oracle(length, chunk_size, groups, reverse, softplus, has_d, has_z,
                              has_bias, dt_limit, initial, final, dtype):
     batch, heads = (2, 4) if length <= 64 else (1, 2)  # the interpreter pays per program
+    _check_scan(batch, length, heads, groups, 16, 16, chunk_size, reverse, softplus, has_d,
+                has_z, has_bias, dt_limit, initial, final, dtype, strided=(length == 257))
+
+
+def test_head_dim_and_state_size_not_powers_of_two():
+    """P = 40, N = 24: masked columns, and several P blocks in the kernels that loop over P."""
+    _check_scan(1, 24, 2, 2, 40, 24, 16, True, True, 'HP', True, True, (0.0, 0.3), True, True,
+                torch.float32)
+
+
+def _check_scan(batch, length, heads, groups, headdim, dstate, chunk_size, reverse, softplus,
+                has_d, has_z, has_bias, dt_limit, initial, final, dtype, strided=False):
+    """ssd_chunk_triton's outputs and the gradients of every input against the oracle's."""
     tensors = _inputs(batch, length, heads, groups, dtype, seed=length + chunk_size,
                       softplus=softplus, has_d=has_d, has_z=has_z, has_bias=has_bias,
-                      strided=(length == 257))
+                      strided=strided, headdim=headdim, dstate=dstate)
     if initial:
-        tensors['initial_states'] = torch.randn(batch, heads, 16, 16)
+        tensors['initial_states'] = torch.randn(batch, heads, headdim, dstate)
     limit = dt_limit or (0.0, float('inf'))
     ours, ref = _leaves(tensors, double=False), _leaves(tensors, double=True)
     if tensors['x'].stride() != ours['x'].stride():  # keep the strided views strided
@@ -241,7 +254,7 @@ def test_kernels_compile_for_sm90(dtype):
     result = subprocess.run([sys.executable, __file__, 'compile-sm90', dtype], env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count('cubin ok') == 7, result.stdout
+    assert result.stdout.count('cubin ok') == 8, result.stdout
 
 
 def _compile_all_for_sm90(dtype: str) -> None:
@@ -254,7 +267,6 @@ def _compile_all_for_sm90(dtype: str) -> None:
     assert not kernels.INTERPRETING
     precision = 'tf32x3' if dtype == 'fp32' else 'ieee'
     chunk = dict(Q=64, BLOCK_N=64, DOT_PRECISION=precision)
-    flags = dict(HAS_D=True, HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True, CLAMP=True)
     cases = [
         (kernels._dt_cumsum_fwd_kernel, dict(HAS_BIAS=True, SOFTPLUS=True, CLAMP=True, Q=64,
                                              BLOCK_H=8)),
@@ -263,7 +275,9 @@ def _compile_all_for_sm90(dtype: str) -> None:
         (kernels._chunk_scan_fwd_kernel, dict(chunk, HAS_D=True, HAS_Z=True, BLOCK_P=64)),
         (kernels._chunk_dstate_bwd_kernel, dict(chunk, HAS_Z=True, BLOCK_P=64)),
         (kernels._state_passing_bwd_kernel, dict(HAS_DFINAL=True, Q=64, BLOCK=1024)),
-        (kernels._chunk_bwd_kernel, dict(chunk, BLOCK_P=64, **flags)),
+        (kernels._chunk_bwd_dx_kernel, dict(chunk, HAS_D=True, HAS_Z=True, BLOCK_P=64)),
+        (kernels._chunk_bwd_dbc_kernel, dict(chunk, HAS_Z=True, HAS_BIAS=True, SOFTPLUS=True,
+                                             CLAMP=True, BLOCK_P=64)),
     ]
     float_params = ('A0', 'A1', 'bias0', 'bias1', 'D0', 'D1', 'dt0', 'dt1')
     for autotuned, constexprs in cases:

@@ -10,6 +10,7 @@ pointers and runs the backward direction by index arithmetic, so nothing is flip
 The backward pass recomputes the chunk cumsums and states (cheap next to the scan itself) instead
 of storing them.
 """
+import contextlib
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -97,7 +98,6 @@ class _Meta:
         self.heads_per_group = self.nheads // self.ngroups
         self.Q = _kernel_chunk(chunk_size)
         self.nchunks = triton.cdiv(self.seqlen, self.Q)
-        self.block_p = _block(self.hdim)
         self.block_n = _block(self.dstate)
         self.softplus = bool(dt_softplus)
         self.dt_min, self.dt_max = float(dt_limit[0]), float(dt_limit[1])
@@ -202,16 +202,20 @@ def _backward(meta: _Meta, tensors, initial_states, dy, dfinal):
     ddt = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, **f32)
     dD_parts = torch.empty(m.heads_total, m.nchunks, m.hdim, **f32) if m.has_d else dx
     dA_parts = torch.empty(m.heads_total, m.nchunks, **f32)
-    kernels._chunk_bwd_kernel[(m.heads_total, m.nchunks)](
-        x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1, bias0, bias1, dy,
-        dtp, acs, states, dstates, dalast,
-        dx, dz, dB, dC, ddt, dD_parts, dA_parts,
+    kernels._chunk_bwd_dx_kernel[lambda META: (
+        m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
+        x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dy, dtp, acs, states, dstates, dx, dz, dD_parts,
+        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
+        *x0.stride(), *B0.stride(), *C0.stride(), *_d_strides(D0), *_strides(z0, 4),
+        HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+    kernels._chunk_bwd_dbc_kernel[(m.heads_total, m.nchunks)](
+        x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, z0, z1, bias0, bias1, dy,
+        dtp, acs, states, dstates, dalast, dB, dC, ddt, dA_parts,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
         m.dt_min, m.dt_max,
-        *x0.stride(), *dt0.stride(), *B0.stride(), *C0.stride(), *_d_strides(D0),
-        *_strides(z0, 4),
-        HAS_D=m.has_d, HAS_Z=m.has_z, HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp,
-        Q=m.Q, BLOCK_P=m.block_p, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        *x0.stride(), *dt0.stride(), *B0.stride(), *C0.stride(), *_strides(z0, 4),
+        HAS_Z=m.has_z, HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp,
+        Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
 
     def per_group(g: torch.Tensor) -> torch.Tensor:  # (ndir, B, L, H, N) -> (ndir, B, L, G, N)
         return g.view(m.directions, m.batch, m.seqlen, m.ngroups, m.heads_per_group,
@@ -266,8 +270,11 @@ def _run(pairs: dict, directions: int, rev_bits: int, chunk_size: int, dt_softpl
     if initial_states is not None:
         initial_states = initial_states.float().contiguous()
     flat = [t for name in ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias') for t in p[name]]
-    return _SSDChunkFunction.apply(directions, rev_bits, chunk_size, dt_softplus, tuple(dt_limit),
-                                   *flat, initial_states)
+    x = flat[0]
+    # Triton launches on the current CUDA device (autograd's backward thread sets it itself).
+    with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
+        return _SSDChunkFunction.apply(directions, rev_bits, chunk_size, dt_softplus,
+                                       tuple(dt_limit), *flat, initial_states)
 
 
 def ssd_chunk_triton(

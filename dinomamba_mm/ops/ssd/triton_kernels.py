@@ -12,8 +12,10 @@ cumulative sum of dt' * A and a_last its value at the chunk end:
                                         + exp(a_t) H_c C_t + D x_t, then * silu(z_t).
 
 Backward: ``_chunk_dstate_bwd_kernel`` (the chunk's own share of dL/dH_c),
-``_state_passing_bwd_kernel`` (the reverse scan of dL/dH_c over chunks) and ``_chunk_bwd_kernel``
-(dx, dz, per-head dB and dC, ddt, and partial sums of dD and dA, all of one chunk in one program).
+``_state_passing_bwd_kernel`` (the reverse scan of dL/dH_c over chunks), then per chunk
+``_chunk_bwd_dx_kernel`` (dx, dz, partial dD; blocked over P) and ``_chunk_bwd_dbc_kernel``
+(per-head dB and dC, ddt, partial dA; a loop over P), split so that each keeps its tiles in
+registers.
 
 Index conventions shared by every kernel:
 
@@ -49,9 +51,6 @@ _BLOCK_P_CONFIGS = _configs(
     [triton.Config({'BLOCK_P': bp}, num_warps=w, num_stages=s)
      for bp in (32, 64) for w in (4, 8) for s in (1, 2)],
     triton.Config({'BLOCK_P': 16}))
-_FUSED_BWD_CONFIGS = _configs(
-    [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)],
-    triton.Config({}))
 _FLAT_CONFIGS = _configs(
     [triton.Config({'BLOCK': blk}, num_warps=w) for blk in (256, 1024) for w in (4, 8)],
     triton.Config({'BLOCK': 256}))
@@ -358,26 +357,22 @@ def _state_passing_bwd_kernel(
     tl.store(dinit_ptr + head_offset, grad, mask=e_mask)
 
 
-@triton.autotune(configs=_FUSED_BWD_CONFIGS, key=['hdim', 'dstate', 'Q'])
+@triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
-def _chunk_bwd_kernel(
-    x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1, bias0, bias1, dout_ptr,
-    dtp_ptr, acs_ptr, states_ptr, dstates_ptr, dalast_ptr,
-    dx_ptr, dz_ptr, dB_ptr, dC_ptr, ddt_ptr, dD_ptr, dA_ptr,
-    batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits, dt_min, dt_max,
-    s_x_b, s_x_l, s_x_h, s_x_p, s_dt_b, s_dt_l, s_dt_h,
-    s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n,
+def _chunk_bwd_dx_kernel(
+    x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dout_ptr,
+    dtp_ptr, acs_ptr, states_ptr, dstates_ptr, dx_ptr, dz_ptr, dD_ptr,
+    batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
+    s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n,
     s_D_h, s_D_p, s_z_b, s_z_l, s_z_h, s_z_p,
-    HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
-    SOFTPLUS: tl.constexpr, CLAMP: tl.constexpr,
-    Q: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    HAS_D: tl.constexpr, HAS_Z: tl.constexpr, Q: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
-    """Grid (ndir * B * H, nchunks): every gradient of one chunk of one head.
+    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): dx and dz of one chunk, in input order
+    (ndir, B, L, H, P) float32, and the chunk's partial sum of dD (ndir, B, H, nchunks, P).
 
-    Writes in input order dx, dz (ndir, B, L, H, P), per-head dB, dC (ndir, B, L, H, N) and
-    dL/d(dt + dt_bias) (ndir, B, L, H), all float32, and per chunk the partial sums of dD
-    (ndir, B, H, nchunks, P) and dA (ndir, B, H, nchunks).
+    dx_s = sum_{t>=s} (C_t.B_s) exp(a_t - a_s) dt'_s dy_t + exp(a_last - a_s) dt'_s dS B_s + D dy_s
+    with dy = dout * silu(z) and dS = dL/dS_c; dz needs y before the gate, recomputed here.
     """
     pid = tl.program_id(0)
     c = tl.program_id(1)
@@ -387,36 +382,34 @@ def _chunk_bwd_kernel(
     g = h // heads_per_group
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     t = tl.arange(0, Q)
-    p = tl.arange(0, BLOCK_P)
+    p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
     n = tl.arange(0, BLOCK_N)
     p_mask = p < hdim
     n_mask = n < dstate
     qp_mask = valid[:, None] & p_mask[None, :]
     qn_mask = valid[:, None] & n_mask[None, :]
-    pn_mask = p_mask[:, None] & n_mask[None, :]
 
     x_ptr = _pick(d, x0, x1)
     B_ptr = _pick(d, B0, B1)
     C_ptr = _pick(d, C0, C1)
     x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
-                mask=qp_mask, other=0.0)  # (Q, P)
+                mask=qp_mask, other=0.0)  # (Q, BLOCK_P)
     Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
-                 mask=qn_mask, other=0.0)  # (Q, N)
+                 mask=qn_mask, other=0.0)  # (Q, BLOCK_N)
     Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
-                 mask=qn_mask, other=0.0)  # (Q, N)
+                 mask=qn_mask, other=0.0)
     dot_dtype = x.dtype
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
     dtp = tl.load(dtp_ptr + chunk + t)
     a = tl.load(acs_ptr + chunk + t)
     a_last = tl.load(acs_ptr + chunk + Q - 1)
-    state_off = (pid.to(tl.int64) * nchunks + c) * hdim * dstate + p[:, None] * dstate + n[None, :]
-    state_in = tl.load(states_ptr + state_off, mask=pn_mask, other=0.0)  # H_c (P, N)
-    dS = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dL/dS_c (P, N)
+    state_off = ((pid.to(tl.int64) * nchunks + c) * hdim * dstate + p[None, :] * dstate
+                 + n[:, None])
+    pn_mask = n_mask[:, None] & p_mask[None, :]
 
     decay = tl.exp(tl.where(t[:, None] >= t[None, :], a[:, None] - a[None, :], float('-inf')))
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, s]
-    mix = CB * decay * dtp[None, :]
-    exp_a = tl.exp(a)
+    mix = (CB * decay * dtp[None, :]).to(dot_dtype)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         Dv = tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask, other=0.0).to(tl.float32)
@@ -429,35 +422,95 @@ def _chunk_bwd_kernel(
         z = tl.load(z_ptr + b * s_z_b + pos[:, None] * s_z_l + h * s_z_h + p[None, :] * s_z_p,
                     mask=qp_mask, other=0.0).to(tl.float32)
         sig = _sigmoid(z)
-        y = tl.dot(mix.to(dot_dtype), x, input_precision=DOT_PRECISION)
-        y += tl.dot(Cm, tl.trans(state_in).to(dot_dtype), input_precision=DOT_PRECISION) * exp_a[:, None]
+        state_inT = tl.load(states_ptr + state_off, mask=pn_mask, other=0.0)  # H_c^T (N, P)
+        y = tl.dot(Cm, state_inT.to(dot_dtype), input_precision=DOT_PRECISION) * tl.exp(a)[:, None]
+        y += tl.dot(mix, x, input_precision=DOT_PRECISION)
         if HAS_D:
             y += x.to(tl.float32) * Dv[None, :]
         tl.store(dz_ptr + y_off, dout * y * sig * (1.0 + z * (1.0 - sig)), mask=qp_mask)
         dy = dout * z * sig
     else:
         dy = dout
-    dy_dot = dy.to(dot_dtype)
 
-    # Through the chunk state S_c = sum_s w_s x_s B_s^T, w_s = exp(a_last - a_s) dt'_s.
-    decay_out = tl.exp(a_last - a)
-    w = decay_out * dtp
-    dS_dot = dS.to(dot_dtype)
-    x_dS = tl.dot(x, dS_dot, input_precision=DOT_PRECISION)  # (Q, N)
-    dw = _sum(x_dS * Bm.to(tl.float32), axis=1)  # x_s^T dS B_s
-
-    dx = tl.dot(tl.trans(mix).to(dot_dtype), dy_dot, input_precision=DOT_PRECISION)
-    dx += w[:, None] * tl.dot(Bm, tl.trans(dS_dot), input_precision=DOT_PRECISION)
+    dST = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dS^T (N, P)
+    dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * (tl.exp(a_last - a) * dtp)[:, None]
+    dx += tl.dot(tl.trans(mix), dy.to(dot_dtype), input_precision=DOT_PRECISION)
     if HAS_D:
         dx += dy * Dv[None, :]
         tl.store(dD_ptr + (pid.to(tl.int64) * nchunks + c) * hdim + p,
                  _sum(dy * x.to(tl.float32), axis=0), mask=p_mask)
     tl.store(dx_ptr + y_off, dx, mask=qp_mask)
 
-    dyx = tl.dot(dy_dot, tl.trans(x), input_precision=DOT_PRECISION)  # (Q, Q): [t, s]
+
+@triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
+@triton.jit
+def _chunk_bwd_dbc_kernel(
+    x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, z0, z1, bias0, bias1, dout_ptr,
+    dtp_ptr, acs_ptr, states_ptr, dstates_ptr, dalast_ptr, dB_ptr, dC_ptr, ddt_ptr, dA_ptr,
+    batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits, dt_min, dt_max,
+    s_x_b, s_x_l, s_x_h, s_x_p, s_dt_b, s_dt_l, s_dt_h,
+    s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n, s_z_b, s_z_l, s_z_h, s_z_p,
+    HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, CLAMP: tl.constexpr,
+    Q: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
+):
+    """Grid (ndir * B * H, nchunks): per-head dB, dC (ndir, B, L, H, N) and dL/d(dt + dt_bias)
+    (ndir, B, L, H) of one chunk in input order, float32, and its partial sum of dA
+    (ndir, B, H, nchunks). The P axis is reduced in a loop of BLOCK_P columns.
+    """
+    pid = tl.program_id(0)
+    c = tl.program_id(1)
+    d = pid // (batch * nheads)
+    b = ((pid // nheads) % batch).to(tl.int64)
+    h = pid % nheads
+    g = h // heads_per_group
+    pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
+    t = tl.arange(0, Q)
+    n = tl.arange(0, BLOCK_N)
+    n_mask = n < dstate
+    qn_mask = valid[:, None] & n_mask[None, :]
+
+    x_ptr = _pick(d, x0, x1)
+    B_ptr = _pick(d, B0, B1)
+    C_ptr = _pick(d, C0, C1)
+    Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
+                 mask=qn_mask, other=0.0)  # (Q, BLOCK_N)
+    Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
+                 mask=qn_mask, other=0.0)
+    dot_dtype = Bm.dtype
+    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
+    dtp = tl.load(dtp_ptr + chunk + t)
+    a = tl.load(acs_ptr + chunk + t)
+    a_last = tl.load(acs_ptr + chunk + Q - 1)
+
+    # Contractions over P: dy x^T (Q, Q), x dS (Q, N) and dy H_c (Q, N).
+    dyx = tl.full((Q, Q), 0.0, tl.float32)
+    x_dS = tl.full((Q, BLOCK_N), 0.0, tl.float32)
+    dy_state = tl.full((Q, BLOCK_N), 0.0, tl.float32)
+    y_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * hdim + h * hdim
+    z_row = b * s_z_b + pos * s_z_l + h * s_z_h
+    state_base = (pid.to(tl.int64) * nchunks + c) * hdim * dstate
+    for p0 in range(0, hdim, BLOCK_P):
+        p = p0 + tl.arange(0, BLOCK_P)
+        p_mask = p < hdim
+        qp_mask = valid[:, None] & p_mask[None, :]
+        pn_mask = p_mask[:, None] & n_mask[None, :]
+        x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
+                    mask=qp_mask, other=0.0)
+        dy = _load_dy(dout_ptr, z0, z1, d, y_row[:, None], z_row[:, None], p[None, :],
+                      p[None, :] * s_z_p, qp_mask, HAS_Z).to(dot_dtype)
+        state_off = state_base + p[:, None] * dstate + n[None, :]
+        state_in = tl.load(states_ptr + state_off, mask=pn_mask, other=0.0).to(dot_dtype)
+        dS = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0).to(dot_dtype)
+        dyx += tl.dot(dy, tl.trans(x), input_precision=DOT_PRECISION)
+        x_dS += tl.dot(x, dS, input_precision=DOT_PRECISION)
+        dy_state += tl.dot(dy, state_in, input_precision=DOT_PRECISION)
+
+    decay = tl.exp(tl.where(t[:, None] >= t[None, :], a[:, None] - a[None, :], float('-inf')))
     grad_mix = dyx * decay  # dL/d(CB_ts dt'_s) on the causal part
     grad_mix_dt = (grad_mix * dtp[None, :]).to(dot_dtype)
-    dy_state = tl.dot(dy_dot, state_in.to(dot_dtype), input_precision=DOT_PRECISION)  # (Q, N)
+    decay_out = tl.exp(a_last - a)
+    w = decay_out * dtp  # the chunk state's weight of token s
+    exp_a = tl.exp(a)
     dC = tl.dot(grad_mix_dt, Bm, input_precision=DOT_PRECISION) + exp_a[:, None] * dy_state
     dB = tl.dot(tl.trans(grad_mix_dt), Cm, input_precision=DOT_PRECISION) + w[:, None] * x_dS
     bc_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * dstate + h * dstate
@@ -466,7 +519,10 @@ def _chunk_bwd_kernel(
     tl.store(dC_ptr + bc_off, dC, mask=qn_mask)
 
     # dL/da_t: the segment sum a_t - a_s enters with + for the row t and - for the column s.
-    grad_seg = grad_mix * CB * dtp[None, :]
+    CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)
+    grad_CB = grad_mix * CB
+    grad_seg = grad_CB * dtp[None, :]
+    dw = _sum(x_dS * Bm.to(tl.float32), axis=1)  # x_s^T dS B_s
     da = _sum(grad_seg, axis=1) - _sum(grad_seg, axis=0)
     da += exp_a * _sum(dy_state * Cm.to(tl.float32), axis=1) - w * dw
     da_last = _sum(w * dw, axis=0) + tl.load(dalast_ptr + pid.to(tl.int64) * nchunks + c)
@@ -476,7 +532,7 @@ def _chunk_bwd_kernel(
     A_ptr = _pick(d, A0, A1)
     A = tl.load(A_ptr + h).to(tl.float32)
     tl.store(dA_ptr + pid.to(tl.int64) * nchunks + c, _sum(ddA * dtp, axis=0))
-    ddtp = _sum(grad_mix * CB, axis=0) + decay_out * dw + ddA * A
+    ddtp = _sum(grad_CB, axis=0) + decay_out * dw + ddA * A
 
     dt_ptr = _pick(d, dt0, dt1)
     v = tl.load(dt_ptr + b * s_dt_b + pos * s_dt_l + h * s_dt_h, mask=valid,
