@@ -1,6 +1,7 @@
-# UperNet on LinearViT-B/16 (ViT-B with phi(Q) phi(K)^T attention) pretrained with our DINO recipe
-# (configs/dino/dino_linearvit-base-...): blocks 4, 6, 8, 12 as in BEiT / MAE, layer-wise lr decay 0.65
-# over the 12 blocks (their recipe); otherwise the DinoVim-B recipe. Paper: 29.2 mIoU.
+# UperNet on LinearViT-B/16 (ViT-B with phi(Q) phi(K)^T attention) pretrained with our DINO
+# recipe (configs/dino/dino_linearvit-base-...): blocks 4, 6, 8, 12 as in BEiT / MAE, layer-wise
+# lr decay 0.65 over the 12 blocks (their recipe); otherwise the DinoVim-B recipe.
+# Paper: 29.2 mIoU.
 # The teacher backbone (keys teacher.backbone.*) is loaded with mmengine's Pretrained initializer,
 # which runs after ViT's own init_weights (a strict initializer given as init_cfg would run before
 # it and have pos_embed and the FFN weights re-randomised); every backbone key is in the

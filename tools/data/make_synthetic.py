@@ -5,8 +5,10 @@ position, rotation and inner texture (solid, stripes, checker, noise) over textu
 (smooth noise, gradients, stripes) with clutter (lines and arcs that belong to no class):
 
 - ``<out>/cls``:  one dominant shape per image, label = its class (ImageNet folder layout);
-- ``<out>/ade``:  several shapes per image, label maps 0 = background, k = k-th class (ADE20K layout);
-- ``<out>/coco``: several shapes per image, boxes, areas and RLE masks of the visible parts (COCO).
+- ``<out>/ade``:  several shapes per image, label maps 0 = background, k = k-th class
+  (ADE20K layout);
+- ``<out>/coco``: several shapes per image, boxes, areas and RLE masks of their visible parts
+  (COCO layout).
 
 See ``tools/data/synthetic_layout.py`` for the exact layouts. ``<out>/manifest.json`` records the
 options of each layout and what was drawn (class and visible pixel count of every shape).
