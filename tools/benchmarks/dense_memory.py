@@ -22,7 +22,8 @@ import time
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
-    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
+    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_dino-teacher_8xb2-amp-160k_'
+                 'ade20k-512x512.py',
     'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
 }
 VIT_T_WIDTH = 192
