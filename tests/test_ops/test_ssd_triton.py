@@ -44,8 +44,8 @@ if __name__ != '__main__':  # run as a script, this file compiles the kernels fo
 
 from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
-from dinomamba_mm.ops.ssd.triton_chunk import (_kernel_chunk, ssd_bidirectional_triton,  # noqa: E402
-                                               ssd_chunk_triton)
+from dinomamba_mm.ops.ssd.triton_chunk import (  # noqa: E402
+    _kernel_chunk, ssd_bidirectional_triton, ssd_chunk_triton)
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
@@ -71,7 +71,8 @@ def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype
         B, C = B * 0.5, C * 0.5
     else:
         x, z = randn(batch, length, heads, headdim), randn(batch, length, heads, headdim)
-        B, C = randn(batch, length, groups, dstate) * 0.5, randn(batch, length, groups, dstate) * 0.5
+        B = randn(batch, length, groups, dstate) * 0.5
+        C = randn(batch, length, groups, dstate) * 0.5
     if softplus:
         dt = randn(batch, length, heads) * 0.5 - (0.0 if has_bias else 2.0)
     else:

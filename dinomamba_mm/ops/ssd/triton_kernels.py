@@ -162,7 +162,8 @@ def _chunk_state_fwd_kernel(
     s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n,
     Q: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
-    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): S_c = sum_s exp(a_last - a_s) dt'_s x_s B_s^T."""
+    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): the chunk state
+    S_c = sum_s exp(a_last - a_s) dt'_s x_s B_s^T into states_ptr (ndir, B, H, nchunks, P, N)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
     d = pid // (batch * nheads)
@@ -232,7 +233,8 @@ def _chunk_scan_fwd_kernel(
     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, Q: tl.constexpr, BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
-    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): y of one chunk into y_ptr (ndir, B, L, H, P)."""
+    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): y of one chunk, in input order, into
+    y_ptr (ndir, B, L, H, P)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
     d = pid // (batch * nheads)
@@ -433,7 +435,8 @@ def _chunk_bwd_dx_kernel(
         dy = dout
 
     dST = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dS^T (N, P)
-    dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * (tl.exp(a_last - a) * dtp)[:, None]
+    w = tl.exp(a_last - a) * dtp  # the chunk state's weight of token s
+    dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * w[:, None]
     dx += tl.dot(tl.trans(mix), dy.to(dot_dtype), input_precision=DOT_PRECISION)
     if HAS_D:
         dx += dy * Dv[None, :]
