@@ -12,12 +12,20 @@ Layouts understood, tried in this order:
 
 An explicit ``prefix`` skips the detection: ``'teacher.backbone.'``, ``'backbone.'``, or ``''`` for
 a plain backbone state dict.
+
+Backbone weights in the Dino-Mamba paper's key layout (``patch_embed.proj.*``, MambaR's
+``pos_embed_cls``) are renamed to DinoVim / DinoMambaReg keys through the backbone's
+:mod:`~dinomamba_mm.models.backbones.checkpoint_mapping` (DinoVim then needs
+``token_layout='paper'`` to give the paper's features).
 """
 from collections import OrderedDict
 from typing import Dict, Mapping, Optional
 
 import torch
 from mmengine.runner.checkpoint import _load_checkpoint
+
+from dinomamba_mm.models.backbones.checkpoint_mapping import (is_paper_layout,
+                                                              paper_to_ours)
 
 TEACHER_PREFIX = 'teacher.backbone.'
 BACKBONE_PREFIX = 'backbone.'
@@ -64,7 +72,7 @@ def teacher_backbone_state_dict(
             for key, value in checkpoint['teacher'].items())
         state = _with_prefix(teacher, BACKBONE_PREFIX)
         if state:
-            return state
+            return paper_to_ours(state) if is_paper_layout(state) else state
         raise ValueError(
             f"checkpoint {source} has a 'teacher' entry without backbone.* "
             f"keys: {list(checkpoint['teacher'].keys())[:12]}")
@@ -85,7 +93,7 @@ def teacher_backbone_state_dict(
             f'checkpoint {source} has no teacher backbone weights (looked for '
             f"a 'teacher' entry or keys starting with {prefix!s}); it has "
             f'{_describe_keys(checkpoint)}')
-    return state
+    return paper_to_ours(state) if is_paper_layout(state) else state
 
 
 def load_teacher_backbone(filename: str, prefix: Optional[str] = None,

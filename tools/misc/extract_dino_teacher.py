@@ -1,0 +1,75 @@
+"""Extract the teacher backbone of a DINO checkpoint into a backbone-only mmengine checkpoint.
+
+Input: an mmengine checkpoint of ``dinomamba_mm.DINO`` (``state_dict`` keys ``teacher.backbone.*``),
+or a checkpoint of the DINO reference code / the Dino-Mamba paper (a ``'teacher'`` state dict;
+paper key names are converted to DinoVim's). Output: ``{'state_dict': ..., 'meta': ...}`` with
+
+- keys ``backbone.<name>`` (default): for ``model.backbone.checkpoint`` of the linear-probe
+  configs, ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')`` on a
+  backbone, or ``load_from`` of a model whose backbone is ``model.backbone``;
+- keys ``<name>`` (``--plain``): for ``init_cfg=dict(type='Pretrained', checkpoint=...)`` on the
+  backbone itself or ``backbone.load_state_dict``.
+
+``meta`` records the source file and its epoch / iteration when known.
+
+Usage::
+
+    python tools/misc/extract_dino_teacher.py work_dirs/dino/epoch_100.pth dinovim-t_teacher.pth
+"""
+import argparse
+import os
+import os.path as osp
+from collections import OrderedDict
+from typing import Optional, Sequence
+
+import torch
+from mmengine.runner.checkpoint import _load_checkpoint
+
+import dinomamba_mm  # noqa: F401  (checkpoint loading on torch >= 2.6)
+from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
+    teacher_backbone_state_dict
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('checkpoint', help='DINO checkpoint (path or URL)')
+    parser.add_argument('out', help='output file (.pth)')
+    parser.add_argument('--plain', action='store_true',
+                        help="write keys without the 'backbone.' prefix")
+    parser.add_argument('--prefix', default=None,
+                        help="key prefix of the teacher backbone in the input's state_dict "
+                        "(default: detect; e.g. 'teacher.backbone.')")
+    return parser.parse_args(argv)
+
+
+def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
+                    prefix: Optional[str] = None) -> dict:
+    """The backbone-only checkpoint (a dict) of a loaded DINO checkpoint."""
+    state = teacher_backbone_state_dict(checkpoint, prefix, source=source)
+    key_prefix = '' if plain else 'backbone.'
+    state_dict = OrderedDict((key_prefix + key, value.detach().clone())
+                             for key, value in state.items())
+    meta = dict(source=source, extracted='teacher backbone',
+                key_prefix=key_prefix)
+    old_meta = checkpoint.get('meta')
+    if isinstance(old_meta, dict):
+        meta.update({k: old_meta[k] for k in ('epoch', 'iter') if k in old_meta})
+    elif 'epoch' in checkpoint:
+        meta['epoch'] = checkpoint['epoch']
+    return dict(meta=meta, state_dict=state_dict)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    loaded = _load_checkpoint(args.checkpoint, map_location='cpu')
+    out = extract_teacher(loaded, args.checkpoint, args.plain, args.prefix)
+    if osp.dirname(args.out):
+        os.makedirs(osp.dirname(args.out), exist_ok=True)
+    torch.save(out, args.out)
+    num_params = sum(v.numel() for v in out['state_dict'].values())
+    print(f'wrote {len(out["state_dict"])} tensors ({num_params / 1e6:.2f}M values) of the '
+          f'teacher backbone to {args.out}')
+
+
+if __name__ == '__main__':
+    main()
