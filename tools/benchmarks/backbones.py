@@ -95,8 +95,8 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
                               peak_mb=max(0., peak_rss_mb() - before))), flush=True)
 
 
-def profile_mixer(size: int, repeats: int = 2) -> list:
-    """Milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens."""
+def profile_mixer(size: int, repeats: int = 3) -> list:
+    """CPU milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens."""
     import torch
 
     from dinomamba_mm.models.layers import BidirectionalMamba2Mixer
@@ -107,10 +107,12 @@ def profile_mixer(size: int, repeats: int = 2) -> list:
 
     def timed(fn):
         fn()
-        start = time.perf_counter()
+        times = []
         for _ in range(repeats):
+            start = time.process_time()
             out = fn()
-        return 1000 * (time.perf_counter() - start) / repeats, out
+            times.append(time.process_time() - start)
+        return 1000 * statistics.median(times), out
 
     with torch.no_grad():
         t_proj, _ = timed(lambda: mixer.in_proj(u))
@@ -176,6 +178,8 @@ def main() -> None:
     parser.add_argument('--point-seconds', type=float, default=30.,
                         help='time budget per (model, mode, size) after the warm-up run')
     parser.add_argument('--no-profile', action='store_true')
+    parser.add_argument('--profile-only', action='store_true',
+                        help='only the per-part mixer profile at the largest size')
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted(args.sizes)
@@ -187,7 +191,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print('machine (start):', machine(), flush=True)
     results = {}
-    for mode in args.modes:
+    for mode in ([] if args.profile_only else args.modes):
         for name in args.models:
             cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                    str(args.repeats), '--point-seconds', str(args.point_seconds), '--threads',
@@ -200,15 +204,16 @@ def main() -> None:
                       f"cpu {row['cpu_ms']:>10.1f} ms  wall {row['ms']:>10.1f} ms "
                       f"{row['peak_mb']:>9.1f} MB (runs {row['runs']})", flush=True)
 
-    params = {r['model']: r['params'] for r in results.values()}
-    print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
-    report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time')
-    report(results, args.models, args.modes, sizes, 'ms', 'wall time')
+    if results:
+        params = {r['model']: r['params'] for r in results.values()}
+        print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
+        report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time')
+        report(results, args.models, args.modes, sizes, 'ms', 'wall time')
 
     if not args.no_profile:
         size = sizes[-1]
         print(f'\nDinoVim-T mixer parts at {size}px ({(size // 16)**2 + 1} tokens), one block, '
-              'no grad, wall time:')
+              'no grad, CPU time (median of 3):')
         for part, ms in profile_mixer(size):
             print(f'  {part:<28} {ms:>9.1f} ms')
     print('\nmachine (end):', machine())
