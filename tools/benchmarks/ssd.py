@@ -21,6 +21,7 @@ Usage:
   python tools/benchmarks/ssd.py --quick    # a small subset
   python tools/benchmarks/ssd.py --device cuda
   python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk caps
+  add --threads 1 on a shared machine (both methods then run single-threaded)
 """
 import argparse
 import ctypes
@@ -354,7 +355,11 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help='skip the token-by-token scan (slow at long L)')
     parser.add_argument('--chunk-sweep', action='store_true',
                         help='only time our CPU path for several chunk caps')
+    parser.add_argument('--threads', type=int, default=None,
+                        help='torch intra-op threads (1 is steadier on a shared machine)')
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     _pin_malloc()
     if args.chunk_sweep:

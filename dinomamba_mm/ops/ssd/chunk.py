@@ -346,10 +346,7 @@ class _ChunkedScan(torch.autograd.Function):
             dA = (da_d * dt).sum((0, 1)).to(A.dtype)
             dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
             dC = dC_s[rows, :, :L].transpose(1, 2).to(C_dt)
-            dh0 = None
-            if ctx.has_h0[d]:
-                dh0 = (d_h0[d] if d_h0[d] is not None else
-                       torch.zeros(lay.batch, H, P, N, device=dev)).to(h0_dt)
+            dh0 = d_h0[d].to(h0_dt) if ctx.has_h0[d] else None  # an h0 turns the states on
             out += [dx, ddt, dA, dB, dC, dh0]
         return (None, None, None, *out)
 
@@ -397,8 +394,12 @@ def ssd_chunk_torch(
     return (y, outs[1]) if return_final_states else y
 
 
-def ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
-                            dt_limit) -> Tuple[Tensor, Tensor]:
+Pair = Tuple[Optional[Tensor], Optional[Tensor]]
+
+
+def ssd_bidirectional_torch(x: Pair, dt: Pair, A: Pair, B: Pair, C: Pair, chunk_size: int,
+                            D: Pair, z: Pair, dt_bias: Pair, dt_softplus: bool,
+                            dt_limit: Tuple[float, float]) -> Tuple[Tensor, Tensor]:
     """Forward and reverse scans in one stacked pass; every tensor argument is a
     (forward, backward) pair (None allowed for D, z, dt_bias), all in input token order."""
     dts = [preprocess_dt(dt[i], dt_bias[i], dt_softplus, dt_limit, compute_dtype(x[i]))
