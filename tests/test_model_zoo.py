@@ -20,7 +20,7 @@ def test_model_index_parses_and_every_config_exists():
     from modelindex.load_model_index import load
     index = load(osp.join(ROOT, 'model-index.yml'))
     models = index.models
-    assert len(models) >= 12
+    assert len(models) == 22
     names = [m.name for m in models]
     assert len(names) == len(set(names)), 'model names must be unique'
     collections = {c.name for c in index.collections}
@@ -28,7 +28,9 @@ def test_model_index_parses_and_every_config_exists():
         assert model.in_collection in collections, model.name
         assert osp.isfile(osp.join(ROOT, model.config)), model.config
         assert osp.splitext(osp.basename(model.config))[0] == model.name
-        assert model.metadata.parameters > 0 and model.metadata.flops > 0, model.name
+        assert model.metadata.parameters > 0, model.name
+        if model.in_collection in ('Dino-Mamba', 'Dino-Mamba Linear Probe'):
+            assert model.metadata.flops > 0, model.name
         if model.weights is not None:
             assert model.weights in model_zoo.PAPER_CHECKPOINTS.values(), model.weights
 
