@@ -91,8 +91,9 @@ class DinoVim(BaseBackbone):
         out_indices: block indices to output (int or sequence; negative counts from the end).
         out_type: 'cls_token' (B, C): the class token, or the mean of the registers;
             'featmap' (B, C, h, w): patch tokens on their grid, for dense heads;
-            'avg_featmap' (B, C): mean of the patch tokens; 'raw' (B, L, C): all tokens in
-            sequence order.
+            'avg_featmap' (B, C): mean of the patch tokens (no extra norm layer after the
+            mean, unlike mmpretrain's ViT, so paper checkpoints load strictly); 'raw'
+            (B, L, C): all tokens in sequence order.
         out_source: what a block outputs. 'residual': the residual stream after the block
             (mmpretrain ViT's convention; ``norm_f`` applied after the last block when
             ``final_norm``); 'mixer': ``norm_f`` of the block's mixer output, the paper code's
