@@ -1,0 +1,96 @@
+# The demo's DINO pretraining (tools/demo.py): a small DinoVim on the synthetic shapes
+# (classification layout, labels unused), sized to run in minutes on 2 CPU cores.
+# The recipe is the paper's DINO (configs/dino, PAPER.md section 4) at demo scale: 48 px global
+# crops / 24 px local crops on images pre-shrunk to 72 px, a 4-block 96-wide DinoVim with 8 px
+# patches (37 / 10 tokens: one SSD chunk), a 1024-way projection head, fp32 (no bf16 autocast
+# on CPU), 8 epochs of 6 iterations, lr and teacher momentum set for so short a run.
+_base_ = [
+    '../_base_/models/dino_dinovim-base.py',
+    '../_base_/schedules/dino_adamw_coslr_100e.py',
+    '../dino/_base_/default_runtime.py',
+]
+
+data_root = 'data/synthetic/cls'
+classes = ('circle', 'cross', 'hexagon', 'ring', 'square', 'star', 'triangle')
+
+embed_dims = 96
+image_size = 48
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=embed_dims, num_layers=4, headdim=32,
+                  d_state=16, chunk_size=64),
+        img_size=image_size,
+        patch_size=8,
+        drop_path_rate=0.),
+    neck=dict(in_channels=embed_dims, out_channels=1024, hidden_channels=512,
+              bottleneck_channels=128),
+    head=dict(out_channels=1024))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(72, 72), backend='pillow',
+         interpolation='bicubic'),
+    dict(
+        type='dinomamba_mm.DINOMultiCrop',
+        num_global_crops=2,
+        num_local_crops=2,
+        global_crop_size=image_size,
+        local_crop_size=image_size // 2,
+        global_crop_scale=(0.4, 1.0),
+        local_crop_scale=(0.1, 0.4),
+        flip_prob=0.5,
+        color_jitter=dict(brightness=0.4, contrast=0.4, saturation=0.2,
+                          hue=0.1),
+        color_jitter_prob=0.8,
+        grayscale_prob=0.2,
+        blur_radius_range=(0.1, 2.0),
+        global_blur_probs=(1.0, 0.1),
+        local_blur_prob=0.5,
+        solarize_prob=0.2,
+        solarize_thr=128),
+    dict(type='PackInputs'),
+]
+train_dataloader = dict(
+    batch_size=64,
+    num_workers=2,
+    persistent_workers=True,
+    drop_last=True,
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='ImageNet', data_root=data_root, split='train',
+                 metainfo=dict(classes=classes), pipeline=train_pipeline))
+
+# fp32 on CPU; lr set for batch 64 directly (no linear scaling in the demo)
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999),
+                   weight_decay=0.04),
+    clip_grad=dict(max_norm=3.0),
+    paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
+auto_scale_lr = dict(enable=False)
+
+warmup_epochs = 1
+max_epochs = 8
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-3, end_factor=1.0, by_epoch=True,
+         begin=0, end=warmup_epochs, convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', T_max=max_epochs - warmup_epochs,
+         eta_min=1e-6, by_epoch=True, begin=warmup_epochs, end=max_epochs,
+         convert_to_iter_based=True),
+]
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
+custom_hooks = [
+    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.97,
+         final_momentum=1.0),
+    dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
+         teacher_temp=0.04, warmup_epochs=0),
+    dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),
+    dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
+         module_name='neck.last_layer'),
+]
+
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=4),
+    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+                    max_keep_ckpts=1, save_last=True))

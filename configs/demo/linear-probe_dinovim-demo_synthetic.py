@@ -1,0 +1,74 @@
+# The demo's linear probe (tools/demo.py): the frozen teacher of configs/demo/dino_dinovim-
+# demo_synthetic.py (or, with model.backbone.checkpoint=None, the same DinoVim at random init)
+# + a linear classifier on the 7 synthetic shape classes.
+# Feature: final-normed class token of the 4 blocks (out_source='mixer', the
+# paper's get_intermediate_layers), concatenated. Recipe: configs/linear_probe (SGD momentum
+# 0.9, no weight decay, cosine, RandomResizedCrop + flip / resize + centre crop) at demo scale:
+# images of the DINO run's global-crop size, few epochs, so a larger lr than 1e-3 x batch/256.
+_base_ = [
+    '../_base_/datasets/synthetic_cls.py',
+    '../linear_probe/_base_/sgd_coslr_100e_linear-probe.py',
+    '../linear_probe/_base_/default_runtime.py',
+]
+
+embed_dims = 96
+num_last_blocks = 4
+image_size = 48
+
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(
+        type='dinomamba_mm.FrozenBackbone',
+        checkpoint='work_dirs/dino_dinovim-demo_synthetic/epoch_8.pth',
+        backbone=dict(
+            type='dinomamba_mm.DinoVim',
+            arch=dict(embed_dims=embed_dims, num_layers=4, headdim=32,
+                      d_state=16, chunk_size=64),
+            img_size=image_size,
+            patch_size=8,
+            out_type='cls_token',
+            out_source='mixer',
+            out_indices=list(range(-num_last_blocks, 0)),
+            final_norm=True,
+            drop_path_rate=0.)),
+    neck=dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
+    head=dict(
+        type='LinearClsHead',
+        num_classes=7,
+        in_channels=num_last_blocks * embed_dims,
+        loss=dict(type='CrossEntropyLoss', loss_weight=1.0),
+        topk=(1, ),
+        init_cfg=dict(type='Normal', layer='Linear', std=0.01)))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', scale=image_size, crop_ratio_range=(0.5, 1.0),
+         backend='pillow', interpolation='bicubic'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ResizeEdge', scale=image_size, edge='short', backend='pillow',
+         interpolation='bicubic'),
+    dict(type='CenterCrop', crop_size=image_size),
+    dict(type='PackInputs'),
+]
+train_dataloader = dict(batch_size=50, num_workers=2, persistent_workers=True,
+                        dataset=dict(pipeline=train_pipeline))
+val_dataloader = dict(batch_size=50, num_workers=2, persistent_workers=True,
+                      dataset=dict(pipeline=test_pipeline))
+test_dataloader = val_dataloader
+
+max_epochs = 10
+optim_wrapper = dict(optimizer=dict(lr=0.1))
+param_scheduler = [
+    dict(type='CosineAnnealingLR', T_max=max_epochs, eta_min=0., by_epoch=True,
+         begin=0, end=max_epochs)
+]
+auto_scale_lr = dict(base_batch_size=50)
+train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=4),
+    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+                    max_keep_ckpts=1, save_last=True))

@@ -1,0 +1,112 @@
+"""The linear-probe configs: feature layout per backbone, a Runner run on the synthetic set
+(backbone frozen, head trained), and the error for a checkpoint without a teacher."""
+import glob
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmengine.runner import Runner
+
+import dinomamba_mm  # noqa: F401
+from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone  # noqa: F401
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+PROBE_DIR = osp.join(REPO, 'configs', 'linear_probe')
+DEMO_PROBE = osp.join(REPO, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
+
+# (file prefix, backbone type, blocks read, width, pooled patch tokens)
+EXPECTED = [
+    ('dinovim-t', 'dinomamba_mm.DinoVim', 8, 256, False),
+    ('dinovim-s', 'dinomamba_mm.DinoVim', 4, 512, False),
+    ('dinovim-b', 'dinomamba_mm.DinoVim', 8, 768, False),
+    ('dinomamba-reg-b', 'dinomamba_mm.DinoMambaReg', 8, 768, False),
+    ('vit-b', 'VisionTransformer', 1, 768, True),
+    ('linearvit-b', 'dinomamba_mm.LinearViT', 1, 768, True),
+]
+
+
+@pytest.mark.parametrize('prefix,backbone_type,blocks,width,pooled', EXPECTED)
+def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, pooled):
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_*in1k.py'))
+    cfg = Config.fromfile(path)
+    frozen = cfg.model.backbone
+    assert frozen.type == 'dinomamba_mm.FrozenBackbone'
+    assert frozen.backbone.type == backbone_type
+    out_indices = frozen.backbone.out_indices
+    out_indices = [out_indices] if isinstance(out_indices, int) else out_indices
+    assert list(out_indices) == list(range(-blocks, 0))
+    assert frozen.backbone.drop_path_rate == 0
+    assert cfg.model.neck.get('avgpool_patch_tokens', False) is pooled
+    assert cfg.model.head.in_channels == (blocks + int(pooled)) * width
+    # DINO's linear-probe recipe
+    assert cfg.optim_wrapper.optimizer.type == 'SGD'
+    assert cfg.optim_wrapper.optimizer.momentum == 0.9
+    lr_per_256 = cfg.optim_wrapper.optimizer.lr / cfg.auto_scale_lr.base_batch_size * 256
+    assert lr_per_256 == pytest.approx(1e-3)
+    assert cfg.train_cfg.max_epochs == 100
+
+
+def test_dinovim_tiny_probe_builds_with_paper_sizes():
+    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_*.py'))[0])
+    init_default_scope('mmpretrain')
+    from mmpretrain.registry import MODELS
+    model = MODELS.build(cfg.model)
+    num_params = sum(p.numel() for p in model.backbone.parameters())
+    assert 10.5e6 < num_params < 10.9e6  # paper: DinoVim-T 10.7M
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+    assert model.head.fc.in_features == 8 * 256
+
+
+@pytest.fixture(scope='module')
+def tiny_synthetic(tmp_path_factory):
+    root = tmp_path_factory.mktemp('synthetic')
+    subprocess.run([sys.executable, osp.join(REPO, 'tools/data/make_synthetic.py'),
+                    '--out', str(root), '--seed', '1', '--num-train', '8', '--num-val', '4',
+                    '--size', '48', '--layouts', 'cls'], check=True,
+                   stdout=subprocess.DEVNULL)
+    return str(root / 'cls')
+
+
+def _tiny_probe_cfg(data_root, work_dir, checkpoint=None):
+    cfg = Config.fromfile(DEMO_PROBE)
+    cfg.work_dir = work_dir
+    cfg.model.backbone.checkpoint = checkpoint
+    for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        cfg[name].update(batch_size=4, num_workers=0, persistent_workers=False)
+        cfg[name].dataset.data_root = data_root
+    cfg.train_cfg.update(max_epochs=1, val_interval=1)
+    cfg.param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=True)]
+    cfg.default_hooks.checkpoint.interval = 1
+    cfg.default_hooks.logger.interval = 1
+    return cfg
+
+
+def test_runner_trains_head_only(tiny_synthetic, tmp_path):
+    runner = Runner.from_cfg(_tiny_probe_cfg(tiny_synthetic, str(tmp_path)))
+    model = runner.model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    runner.train()
+    after = model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {'head.fc.weight', 'head.fc.bias'}
+    assert osp.isfile(osp.join(str(tmp_path), 'epoch_1.pth'))
+
+
+def test_checkpoint_without_teacher_is_named_in_the_error(tmp_path):
+    bad = tmp_path / 'not_dino.pth'
+    torch.save(dict(state_dict={'head.fc.weight': torch.zeros(7, 4),
+                                'data_preprocessor.mean': torch.zeros(3)}), bad)
+    cfg = Config.fromfile(DEMO_PROBE)
+    cfg.model.backbone.checkpoint = str(bad)
+    init_default_scope('mmpretrain')
+    from mmpretrain.registry import MODELS
+    model = MODELS.build(cfg.model)
+    with pytest.raises(ValueError) as info:
+        model.init_weights()  # what the Runner calls before training
+    message = str(info.value)
+    assert str(bad) in message
+    assert 'head.fc.weight' in message and 'data_preprocessor.mean' in message
