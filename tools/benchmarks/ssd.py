@@ -278,6 +278,10 @@ def _fmt(value: float, scale: float = 1.0, digits: int = 0) -> str:
     return 'n/a' if value != value else f'{value * scale:.{digits}f}'
 
 
+def _ratio(reference: float, value: float) -> str:
+    return 'n/a' if value != value else f'{reference / value:.2f}x'
+
+
 def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
         with_sequential: bool, with_mamba_ssm: bool) -> None:
     print(f'# machine: {machine_line(device)}')
@@ -313,8 +317,8 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
             f, b = fwd[name], both.get(name, nan3)
             print(f'| {batch} | {length} | {name} | {_fmt(f[0], 1e3)} | {_fmt(f[1], 1e3)} '
                   f'| {_fmt(f[2])} | {_fmt(b[0], 1e3)} | {_fmt(b[1], 1e3)} | {_fmt(b[2])} '
-                  f'| {ref_f[0] / f[0]:.2f}x / {ref_f[1] / f[1]:.2f}x '
-                  f'| {_fmt(ref_b[0] / b[0], 1, 2)}x / {_fmt(ref_b[1] / b[1], 1, 2)}x |',
+                  f'| {_ratio(ref_f[0], f[0])} / {_ratio(ref_f[1], f[1])} '
+                  f'| {_ratio(ref_b[0], b[0])} / {_ratio(ref_b[1], b[1])} |',
                   flush=True)
         agree = _max_relative_difference(_leaves(inputs, False), fwd_methods)
         print(f'|  |  | max relative difference of the forward outputs: {agree:.1e} '
