@@ -57,3 +57,23 @@ def test_metric_reads_subset_from_dataset_meta(tmp_path):
     with pytest.raises(ValueError, match='pred_score has 3 classes'):
         metric.process(None, [dict(pred_score=torch.zeros(3),
                                    gt_label=torch.tensor([0]))])
+
+
+def test_folder_dataset_meta_feeds_the_metric(tmp_path):
+    # an ImageNet-A-like layout: the dataset's classes are its sorted wnid folders
+    from mmpretrain.datasets import CustomDataset
+    from PIL import Image
+    for wnid in ('n00000005', 'n00000002'):
+        (tmp_path / 'subset' / wnid).mkdir(parents=True)
+        Image.new('RGB', (4, 4)).save(tmp_path / 'subset' / wnid / 'a.jpg')
+    dataset = CustomDataset(data_root=str(tmp_path / 'subset'), pipeline=[])
+    assert dataset.metainfo['classes'] == ('n00000002', 'n00000005')
+    mapping = tmp_path / 'wnids.txt'
+    mapping.write_text('\n'.join(WNIDS))
+    metric = ClassSubsetAccuracy(imagenet_wnids=str(mapping))
+    metric.dataset_meta = dataset.metainfo
+    # label 1 = n00000005 = full class 4; scores favour full class 4 among {1, 4}
+    metric.process(None, [dict(pred_score=torch.tensor([9.0, 1.0, 0.0, 0.0, 2.0]),
+                               gt_label=torch.tensor([dataset.get_gt_labels()[1]]))])
+    assert dataset.get_gt_labels()[1] == 1
+    assert metric.evaluate(1) == {'subset/top1': pytest.approx(100.0)}
