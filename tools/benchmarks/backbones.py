@@ -30,6 +30,7 @@ import sys
 import time
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
+EXTRA_MODELS = ('DinoVim-T+cp', )  # with activation checkpointing; only when named in --models
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -39,13 +40,14 @@ def build(name: str):
     from mmpretrain.models import VisionTransformer
 
     from dinomamba_mm.models.backbones import DinoVim, LinearViT
-    if name == 'DinoVim-T':
-        return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.)
+    if name in ('DinoVim-T', 'DinoVim-T+cp'):
+        return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.,
+                       with_cp=name.endswith('+cp'))
     if name == 'LinearViT':
         return LinearViT(arch=dict(VIT_ARCH), out_type='raw')
     if name == 'ViT':
         return VisionTransformer(arch=dict(VIT_ARCH), out_type='raw')
-    raise ValueError(f'unknown model {name!r}, expected one of {MODELS}')
+    raise ValueError(f'unknown model {name!r}, expected one of {MODELS + EXTRA_MODELS}')
 
 
 def rss_mb() -> float:
@@ -169,7 +171,8 @@ def report(results: dict, models, modes, sizes, key: str, label: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024])
-    parser.add_argument('--models', nargs='+', default=list(MODELS), choices=MODELS)
+    parser.add_argument('--models', nargs='+', default=list(MODELS),
+                        choices=MODELS + EXTRA_MODELS)
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=MODES)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--threads', type=int, default=1,

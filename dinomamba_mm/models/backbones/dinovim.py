@@ -7,6 +7,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from torch.utils.checkpoint import checkpoint
 from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones.base_backbone import BaseBackbone
 from mmpretrain.models.utils import to_2tuple
@@ -122,6 +123,8 @@ class DinoVim(BaseBackbone):
             OpenMMLab interface; RMSNorm has no running statistics, so this changes nothing
             unless a subclass adds such norms).
         norm_eps: epsilon of the block RMSNorms and ``norm_f``.
+        with_cp: activation checkpointing of each block when grad is enabled (activations are
+            recomputed in the backward pass: less memory, about one more forward of time).
         mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
             defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
             dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
@@ -161,6 +164,7 @@ class DinoVim(BaseBackbone):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  norm_eps: float = 1e-5,
+                 with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg)
@@ -194,6 +198,7 @@ class DinoVim(BaseBackbone):
         self.resize_convention = 'dino' if token_layout == 'paper' else 'size'
         self.out_indices = self._parse_out_indices(out_indices)
         self.norm_eval = norm_eval
+        self.with_cp = with_cp
 
         self.patch_size = patch_size
         self.patch_embed = PatchEmbed(
@@ -432,7 +437,10 @@ class DinoVim(BaseBackbone):
         outs = []
         last = self.num_layers - 1
         for i, layer in enumerate(self.layers):
-            x, hidden = layer(x)
+            if self.with_cp and torch.is_grad_enabled():
+                x, hidden = checkpoint(layer, x, use_reentrant=False)
+            else:
+                x, hidden = layer(x)
             if i not in self.out_indices:
                 continue
             if self.out_source == 'mixer':

@@ -238,3 +238,18 @@ def test_reachable_from_openmmlab_scopes(scope):
                 embed_dims=32, num_layers=1, num_heads=4, feedforward_channels=64)
             model = registry.build(dict(type=f'dinomamba_mm.{name}', arch=arch))
             assert type(model).__name__ == name
+
+
+def test_activation_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    plain = DinoVim(arch=TINY, out_type='featmap', drop_path_rate=0.)
+    ckpt = DinoVim(arch=TINY, out_type='featmap', drop_path_rate=0., with_cp=True)
+    ckpt.load_state_dict(plain.state_dict())
+    img = torch.randn(1, 3, 64, 64)
+    grads = []
+    for model in (plain, ckpt):
+        model.train()
+        model(img)[0].pow(2).mean().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, msg=name)
