@@ -7,10 +7,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from torch.utils.checkpoint import checkpoint
 from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones.base_backbone import BaseBackbone
-from mmpretrain.models.utils import to_2tuple
+from torch.utils.checkpoint import checkpoint
 
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
