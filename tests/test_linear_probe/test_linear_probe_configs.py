@@ -31,7 +31,7 @@ EXPECTED = [
 
 @pytest.mark.parametrize('prefix,backbone_type,blocks,width,pooled', EXPECTED)
 def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, pooled):
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_*in1k.py'))
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
     cfg = Config.fromfile(path)
     frozen = cfg.model.backbone
     assert frozen.type == 'dinomamba_mm.FrozenBackbone'
@@ -51,7 +51,7 @@ def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, poole
 
 
 def test_dinovim_tiny_probe_builds_with_paper_sizes():
-    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_*.py'))[0])
+    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-teacher_*.py'))[0])
     init_default_scope('mmpretrain')
     from mmpretrain.registry import MODELS
     model = MODELS.build(cfg.model)
@@ -110,3 +110,13 @@ def test_checkpoint_without_teacher_is_named_in_the_error(tmp_path):
     message = str(info.value)
     assert str(bad) in message
     assert 'head.fc.weight' in message and 'data_preprocessor.mean' in message
+
+
+@pytest.mark.parametrize('prefix,hf_path,layout', [
+    ('dinovim-t', 'Vim/Tiny', 'paper'), ('dinovim-s', 'Vim/Small', 'paper'),
+    ('dinovim-b', 'Vim/Base', 'paper'), ('dinomamba-reg-b', 'Mambar/Base', None)])
+def test_paper_teacher_configs(prefix, hf_path, layout):
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_*.py'))
+    cfg = Config.fromfile(path)
+    assert cfg.model.backbone.checkpoint.endswith(f'/{hf_path}/checkpoint.pth')
+    assert cfg.model.backbone.backbone.get('token_layout') == layout
