@@ -218,3 +218,13 @@ def test_mixing_matrix_reproduces_the_scan(reverse):
     causal = torch.ones(23, 23, dtype=torch.bool)
     outside = ~(causal.triu() if reverse else causal.tril())
     assert (M[..., outside] == 0).all()
+
+
+def test_double_backward_is_refused():
+    """The hand-written backward is not itself differentiable: asking for it must raise."""
+    inputs = cast(make_inputs(length=9, seed=16), torch.float64, grad=True)
+    y = ssd_scan(**inputs, chunk_size=4, dt_softplus=True, impl='torch')
+    (dx, ) = torch.autograd.grad(y.square().sum(), [inputs['x']], create_graph=True)
+    with pytest.raises(RuntimeError, match='differentiate twice a function that was marked with '
+                                           '@once_differentiable'):
+        dx.sum().backward()

@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 Tensor = torch.Tensor
 
@@ -260,6 +261,7 @@ class _ChunkedScan(torch.autograd.Function):
         return tuple(ys + (finals if want_final else []))
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, *grads):
         lay: _Layout = ctx.layout
         R, H, P, N, G = lay.rows, lay.heads, lay.headdim, lay.dstate, lay.groups
