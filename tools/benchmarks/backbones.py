@@ -11,19 +11,21 @@ Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers 
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
 sizes in increasing order; per size: one warm-up run, then the median of up to ``--repeats`` runs
 (fewer when one run exceeds ``--point-seconds`` / repeats), as process CPU time (robust to other
-jobs on a shared machine) and wall time. Peak memory = the process's peak RSS (ru_maxrss) after
-the size's runs minus the RSS before its first run, so it includes weights' gradients in
-'fwd+bwd'.
+jobs on a shared machine) and wall time. Peak memory = rise of the process's resident
+high-water mark (VmHWM) over the size's runs, measured from the RSS after freed heap memory is
+returned (malloc_trim) and VmHWM is reset (/proc/self/clear_refs); it includes the weights'
+gradients in 'fwd+bwd'.
 Prints a table, the log-log slope of time vs tokens from the smallest to the largest size
 (the growth exponent), DinoVim / ViT ratios, a per-part profile of one DinoVim mixer at the
 largest size, and the machine (platform, CPUs, load average, torch and thread count).
 """
 import argparse
+import ctypes
+import gc
 import json
 import math
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -55,8 +57,21 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2**20
 
 
+def reset_peak_rss() -> float:
+    """Return freed heap memory to the OS, reset VmHWM; returns the RSS (MB) after that."""
+    gc.collect()
+    ctypes.CDLL('libc.so.6').malloc_trim(0)
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+    return rss_mb()
+
+
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError('no VmHWM in /proc/self/status')
 
 
 def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
@@ -79,7 +94,7 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
                 model.zero_grad(set_to_none=True)
                 model(img)[-1].float().pow(2).mean().backward()
 
-        before = rss_mb()
+        before = reset_peak_rss()
         start = time.perf_counter()
         run()
         first = time.perf_counter() - start
