@@ -1,7 +1,8 @@
 # CPU demo of the COCO recipe on the synthetic shapes (COCO layout; generate it first with
 # `python tools/data/make_synthetic.py --out data/synthetic`): a 4-block DinoVim (width 64) from
 # scratch, Cascade Mask R-CNN with the 4-level pyramid + FPN, BN instead of SyncBN, fp32
-# OptimWrapper, 100 iterations of 2 images, then box and mask AP on the 100 validation images:
+# OptimWrapper, fewer RPN proposals than on COCO, 20 iterations of 2 images, then box and mask AP
+# on the 100 validation images (about 15 minutes on 2 busy cores):
 #   python tools/train.py configs/coco/demo_dinovim_t_synthetic.py
 _base_ = [
     '../_base_/models/cascade_mask_rcnn_dinovim.py',
@@ -11,7 +12,7 @@ _base_ = [
 norm_cfg = dict(type='BN', requires_grad=True)
 width = 64
 num_classes = 7
-max_iters = 100
+max_iters = 20
 model = dict(
     data_preprocessor=dict(batch_augments=None),
     backbone=dict(
@@ -49,7 +50,9 @@ model = dict(
             for stds in ([0.1, 0.1, 0.2, 0.2], [0.05, 0.05, 0.1, 0.1],
                          [0.033, 0.033, 0.067, 0.067])
         ],
-        mask_head=dict(num_classes=num_classes)))
+        mask_head=dict(num_classes=num_classes)),
+    train_cfg=dict(rpn_proposal=dict(nms_pre=1000, max_per_img=300)),
+    test_cfg=dict(rpn=dict(nms_pre=500, max_per_img=100), rcnn=dict(max_per_img=50)))
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
@@ -63,10 +66,10 @@ optim_wrapper = dict(
             '.cls_token': dict(decay_mult=0.0),
         }))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=20),
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=5),
     dict(type='MultiStepLR', begin=0, end=max_iters, by_epoch=False,
-         milestones=[80], gamma=0.1),
+         milestones=[16], gamma=0.1),
 ]
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
-default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=max_iters))
+default_hooks = dict(logger=dict(interval=5), checkpoint=dict(interval=max_iters))
 auto_scale_lr = dict(base_batch_size=2)
