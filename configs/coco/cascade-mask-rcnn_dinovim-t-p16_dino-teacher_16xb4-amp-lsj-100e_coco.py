@@ -1,7 +1,7 @@
 # Cascade Mask R-CNN on DinoVim-T (DINO teacher of the Dino-Mamba paper, Vim/Tiny, width 256);
 # otherwise the DinoVim-B recipe (see cascade-mask-rcnn_dinovim-b-...py).
 _base_ = './cascade-mask-rcnn_dinovim-b-p16_dino-teacher_16xb4-amp-lsj-100e_coco.py'
-checkpoint = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Tiny/checkpoint.pth'
+checkpoint = 'https://huggingface.co/Timing1/Dino-Mamba/resolve/main/Vim/Tiny/checkpoint.pth'
 model = dict(
     backbone=dict(arch='tiny', init_cfg=dict(checkpoint=checkpoint)),
     neck=[
