@@ -9,10 +9,11 @@ from dense_helpers import REPO
 from mmengine import Config
 from mmengine.registry import init_default_scope
 
+from dinomamba_mm.model_zoo import PAPER_CHECKPOINTS
+
 ADE_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'ade20k', 'upernet_*.py')))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'coco', 'cascade-*.py')))
 USER_CONFIG = osp.join(REPO, 'configs', 'dinovim_b_ade20k.py')
-HF = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/'
 # backbone parameters in millions at 224 px: PAPER.md section 3 (DinoVim T / S / B) and ViT-B/16
 # (85.8M); LinearViT-B has ViT-B's parameters
 PAPER_PARAMS_M = {'dinovim-t': 10.7, 'dinovim-s': 40.4, 'dinovim-b': 89.0,
@@ -90,9 +91,10 @@ def test_coco_config_builds_the_paper_recipe(path):
 def _check_init(cfg: Config, name: str) -> None:
     init = cfg.model.backbone.init_cfg
     if name.startswith('dinovim'):
-        size = {'t': 'Tiny', 's': 'Small', 'b': 'Base'}[name[-1]]
+        size = {'t': 'tiny', 's': 'small', 'b': 'base'}[name[-1]]
         assert init == dict(type='dinomamba_mm.PaperCheckpoint',
-                            checkpoint=f'{HF}{size}/checkpoint.pth', source='teacher')
+                            checkpoint=PAPER_CHECKPOINTS[f'dinovim-{size}'],
+                            source='teacher')
         assert cfg.model.backbone.token_layout == 'paper'
     else:
         assert init.type == 'Pretrained' and init.prefix == 'teacher.backbone.'
