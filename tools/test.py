@@ -12,6 +12,8 @@ from mmengine.evaluator import DumpResults
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.datasets.layout_check import check_dataset_paths
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test (and evaluate) a model')
@@ -51,6 +53,7 @@ def main(argv=None) -> dict:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
     cfg.load_from = args.checkpoint
+    check_dataset_paths(cfg, loaders=('test_dataloader', ))
     cfg.resume = False
 
     runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)

@@ -15,6 +15,8 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.datasets.layout_check import check_dataset_paths
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Train a model')
@@ -125,6 +127,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    check_dataset_paths(cfg)
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:

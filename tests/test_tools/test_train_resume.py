@@ -140,3 +140,14 @@ def test_dist_train_two_cpu_processes(config, tmp_path):
              'PATH': osp.dirname(sys.executable) + os.pathsep + os.environ['PATH']})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert osp.isfile(osp.join(work_dir, 'iter_6.pth'))
+
+
+def test_wrong_dataset_root_names_the_paths_and_the_layout(config, tmp_path):
+    wrong = str(tmp_path / 'no_such_dataset')
+    proc = run_tool(['tools/train.py', config, '--work-dir', str(tmp_path / 'w'),
+                     '--cfg-options', f'train_dataloader.dataset.data_root={wrong}'])
+    assert proc.returncode != 0
+    assert 'FileNotFoundError' in proc.stderr
+    assert f"'{wrong}'" in proc.stderr and 'ann.txt' in proc.stderr
+    assert 'train_dataloader.dataset (CustomDataset)' in proc.stderr
+    assert '"path label" lines' in proc.stderr
