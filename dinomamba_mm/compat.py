@@ -19,6 +19,9 @@ Applied once, on ``import dinomamba_mm`` (which ``custom_imports`` does before a
 5. Distributed training on CPU-only machines (``tools/dist_train.sh`` with gloo): mmengine calls
    ``torch.cuda.set_device`` and wraps models in DDP with ``device_ids=[LOCAL_RANK]``; both fail
    without a GPU. Without CUDA we initialise the process group with gloo and give DDP no device ids.
+6. ``_base_ = 'pkg::path'`` inheritance only knows the packages in mmengine's hard-coded
+   ``MODULE2PACKAGE``; we add ours. It takes effect in processes that imported dinomamba_mm before
+   parsing the config (our tools do; a stock tool parses ``_base_`` before ``custom_imports``).
 """
 import argparse
 import os.path as osp
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 from mmcv.image import photometric
+from mmengine.config import utils as config_utils
 from mmengine.dist import utils as dist_utils
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.model.wrappers import distributed as ddp_wrappers
@@ -153,6 +157,7 @@ def apply() -> None:
     photometric.adjust_hue = mmcv.image.adjust_hue = mmcv.adjust_hue = adjust_hue
     dist_utils._init_dist_pytorch = _init_dist_pytorch
     ddp_wrappers.MMDistributedDataParallel.__init__ = _ddp_init
+    config_utils.MODULE2PACKAGE.setdefault('dinomamba_mm', 'dinomamba_mm')
 
 
 apply()

@@ -62,3 +62,20 @@ def test_scope_reaches_every_registered_module(scope, tmp_path):
     # The registries a later issue relies on are populated, not just reachable.
     kinds = {name.split('.')[0] for name in found}
     assert {'MODELS', 'HOOKS', 'TRANSFORMS', 'METRICS'} <= kinds
+
+
+def test_configs_inherit_from_the_installed_package(tmp_path):
+    """``_base_ = 'dinomamba_mm::...'`` resolves through the package's .mim folder once the
+    package is imported (as tools/train.py does before parsing)."""
+    from mmengine.config import Config
+
+    import dinomamba_mm  # noqa: F401
+    cfg_path = tmp_path / 'child.py'
+    cfg_path.write_text(
+        "_base_ = ['dinomamba_mm::_base_/models/dino_dinovim-base.py',\n"
+        "          'dinomamba_mm::_base_/datasets/synthetic_cls.py']\n"
+        "model = dict(backbone=dict(arch='tiny'))\n")
+    cfg = Config.fromfile(str(cfg_path))
+    assert cfg.model.backbone.type == 'dinomamba_mm.DinoVim'
+    assert cfg.model.backbone.arch == 'tiny'
+    assert cfg.train_dataloader.dataset.data_root == 'data/synthetic/cls'
