@@ -23,6 +23,10 @@ TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
 MMCV_VERSION=2.1.0
 CACHE=${DINOMAMBA_CACHE:-$HOME/.cache/dinomamba_mm}
+# torch 2.14.1 requires setuptools >= 77.0.3; mmengine's 'pkg::' configs need pkg_resources,
+# which setuptools 81 removed. mmcv's sdist is built with setuptools < 70, as measured.
+SETUPTOOLS='setuptools>=77.0.3,<81'
+SETUPTOOLS_MMCV_BUILD='setuptools<70'
 
 log() { printf '[setup_env] %s\n' "$*" >&2; }
 
@@ -52,25 +56,25 @@ if [ -f "$STAMP" ] && "$PY" -c 'import dinomamba_mm, mmcv.ops' >/dev/null 2>&1; 
     exit 0
 fi
 
-log "build tools: setuptools < 70 (mmcv's build and mmengine's '::' configs need pkg_resources)"
-"${PIP[@]}" install -q "setuptools<70" wheel
+log "build tools: $SETUPTOOLS, wheel"
+"${PIP[@]}" install -q "$SETUPTOOLS" wheel
 
 if "$PY" -c 'import torch, torchvision' >/dev/null 2>&1; then
     log "keeping the installed torch $(torch_version) / torchvision pair"
 else
     log "installing torch $TORCH_VERSION + torchvision $TORCHVISION_VERSION"
-    "${PIP[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" "setuptools<70"
+    "${PIP[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" "$SETUPTOOLS"
 fi
 TORCH=$(torch_version)
 
 # Everything installed from here on must leave torch and setuptools alone.
 CONSTRAINTS=$(mktemp)
 trap 'rm -f "$CONSTRAINTS"' EXIT
-"$PY" - "$CONSTRAINTS" <<'EOF'
+"$PY" - "$CONSTRAINTS" "$SETUPTOOLS" <<'EOF'
 import sys
 from importlib.metadata import version
 with open(sys.argv[1], 'w') as f:
-    f.write(f"torch=={version('torch')}\ntorchvision=={version('torchvision')}\nsetuptools<70\n")
+    f.write(f"torch=={version('torch')}\ntorchvision=={version('torchvision')}\n{sys.argv[2]}\n")
 EOF
 
 mmcv_ok() {
@@ -101,8 +105,10 @@ build_mmcv() {
     # torch >= 2.14 headers refuse C++17 ("C++20 or later compatible compiler is required").
     sed -i 's/-std=c++17/-std=c++20/g' "$work/mmcv-$MMCV_VERSION/setup.py"
     mkdir -p "$out"
+    "${PIP[@]}" install -q "$SETUPTOOLS_MMCV_BUILD"
     (cd "$work/mmcv-$MMCV_VERSION" && MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} \
         "${PIP[@]}" wheel -q --no-deps --no-build-isolation --no-cache-dir . -w "$out")
+    "${PIP[@]}" install -q "$SETUPTOOLS"
     rm -rf "$work"
 }
 
