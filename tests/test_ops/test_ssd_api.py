@@ -161,3 +161,29 @@ def test_dispatch_passes_the_contract_signature(inputs, recorder):
     name, args = recorder.calls[-1]
     assert args[0][0] is i['x'] and args[0][1] is i['z'] and args[1] == (i['dt'], i['dt'])
     assert args[7] == (None, None)
+
+
+def test_autocast_region_keeps_forward_and_backward_consistent():
+    """Mixed-precision training calls the op inside torch.autocast; its bf16 inputs must give
+    the oracle's result and a backward pass (autocast would otherwise mix dtypes inside)."""
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    torch.manual_seed(0)
+    batch, length, heads, headdim, dstate = 2, 37, 4, 8, 8
+    proj_x, proj_bc = torch.nn.Linear(headdim, headdim), torch.nn.Linear(dstate, dstate)
+    x0 = torch.randn(batch, length, heads, headdim, requires_grad=True)
+    b0 = torch.randn(batch, length, 1, dstate)
+    c0 = torch.randn(batch, length, 1, dstate)
+    dt = torch.randn(batch, length, heads, requires_grad=True)
+    A = -torch.rand(heads) - 0.5
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        x, B, C = proj_x(x0), proj_bc(b0), proj_bc(c0)
+        y = ssd_scan(x, dt, A, B, C, chunk_size=16, dt_softplus=True)
+        y_fwd, y_bwd = ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=16, dt_softplus=True)
+    assert y.dtype == y_fwd.dtype == torch.bfloat16
+    (y.float().sum() + y_fwd.float().sum() + y_bwd.float().sum()).backward()
+    assert torch.isfinite(x0.grad).all() and torch.isfinite(dt.grad).all()
+    ref = ssd_scan_naive(x.double(), dt.double(), A.double(), B.double(), C.double(),
+                         dt_softplus=True)
+    scale = ref.abs().max().clamp(min=1)
+    assert ((y.double() - ref).abs().max() / scale) < 2e-2  # bf16 output rounding
+    torch.testing.assert_close(y_fwd, y)

@@ -176,10 +176,13 @@ def ssd_scan(
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
     args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, tuple(dt_limit),
             initial_states, return_final_states, reverse)
-    if _resolve_impl(impl, x.device) == 'triton':
-        from .triton_chunk import ssd_chunk_triton
-        return ssd_chunk_triton(*args)
-    return ssd_chunk_torch(*args)
+    # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
+    # mixed dtypes and make the saved tensors disagree with the backward's.
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        if _resolve_impl(impl, x.device) == 'triton':
+            from .triton_chunk import ssd_chunk_triton
+            return ssd_chunk_triton(*args)
+        return ssd_chunk_torch(*args)
 
 
 def _as_pair(name: str, value) -> Tuple:
@@ -239,10 +242,11 @@ def ssd_scan_bidirectional(
                              f'{_shape(fwd_val)} and {_shape(bwd_val)}')
     args = (pairs['x'], pairs['dt'], pairs['A'], pairs['B'], pairs['C'], chunk_size, pairs['D'],
             pairs['z'], pairs['dt_bias'], dt_softplus, tuple(dt_limit))
-    if _resolve_impl(impl, xf.device) == 'triton':
-        from .triton_chunk import ssd_bidirectional_triton
-        return ssd_bidirectional_triton(*args)
-    return ssd_bidirectional_torch(*args)
+    with torch.autocast(device_type=xf.device.type, enabled=False):  # see ssd_scan
+        if _resolve_impl(impl, xf.device) == 'triton':
+            from .triton_chunk import ssd_bidirectional_triton
+            return ssd_bidirectional_triton(*args)
+        return ssd_bidirectional_torch(*args)
 
 
 def ssd_mixing_matrix(
