@@ -18,6 +18,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${1:-${VENV:-$ROOT/.venv}}
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # the mmcv build runs in another directory
 PY_FOR_VENV=${PYTHON_FOR_VENV:-python3.11}
 TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
@@ -87,7 +88,10 @@ install_mmcv_wheel_from() {  # $1: a directory that may hold an mmcv wheel
     for wheel in "$dir"/mmcv-"$MMCV_VERSION"-*.whl; do
         [ -f "$wheel" ] || continue
         log "trying mmcv wheel $wheel"
-        "${PIP[@]}" install -q --no-deps --no-cache-dir --force-reinstall "$wheel" -c "$CONSTRAINTS"
+        # first with its dependencies (mmengine, opencv, ...), then replacing a broken mmcv
+        "${PIP[@]}" install -q --no-cache-dir "$wheel" -c "$CONSTRAINTS" \
+            -c "$ROOT/requirements/runtime.txt"
+        "${PIP[@]}" install -q --no-deps --no-cache-dir --force-reinstall "$wheel"
         if mmcv_ok; then return 0; fi
         log "  $wheel does not match torch $TORCH; uninstalling it"
         "${PIP[@]}" uninstall -q -y mmcv
