@@ -64,7 +64,7 @@ train_dataloader = dict(
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999),
+    optimizer=dict(type='AdamW', lr=3e-4, betas=(0.9, 0.999),
                    weight_decay=0.04),
     clip_grad=dict(max_norm=3.0),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
@@ -81,7 +81,7 @@ param_scheduler = [
 ]
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
 custom_hooks = [
-    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.97,
+    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.99,
          final_momentum=1.0),
     dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
          teacher_temp=0.04, warmup_epochs=0),

@@ -61,7 +61,7 @@ val_dataloader = dict(batch_size=50, num_workers=2, persistent_workers=True,
 test_dataloader = val_dataloader
 
 max_epochs = 10
-optim_wrapper = dict(optimizer=dict(lr=0.1))
+optim_wrapper = dict(optimizer=dict(lr=0.01))
 param_scheduler = [
     dict(type='CosineAnnealingLR', T_max=max_epochs, eta_min=0., by_epoch=True,
          begin=0, end=max_epochs)
