@@ -122,18 +122,22 @@ def progress_hook(display: Display):
 
 # --------------------------------------------------------------------------------- steps
 def ensure_data(data_root: str, display: Display) -> None:
+    """Generate the layouts the demo reads (cls, ade) under ``data_root`` when missing; the
+    other layouts there are left as they are (the folder is shared with other tasks)."""
     sys.path.insert(0, osp.join(REPO, 'tools/data'))
     from synthetic_layout import check_layout
-    try:
-        for kind in ('cls', 'ade'):
+    missing = []
+    for kind in ('cls', 'ade'):
+        try:
             check_layout(osp.join(data_root, kind), kind)
+        except FileNotFoundError:
+            missing.append(kind)
+    if not missing:
         display.end(f'found {data_root}')
         return
-    except FileNotFoundError:
-        pass
-    subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', data_root, '--seed', '0'],
-                   check=True, stdout=subprocess.DEVNULL)
-    display.end(f'generated {data_root}')
+    subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', data_root, '--seed', '0',
+                    '--layouts', *missing], check=True, stdout=subprocess.DEVNULL)
+    display.end(f'generated {", ".join(missing)} under {data_root}')
 
 
 def set_epochs(cfg, epochs: int, warmup: int = 0) -> None:
