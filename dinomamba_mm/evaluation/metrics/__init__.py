@@ -1,3 +1,5 @@
 from .binary_auc import BinaryAUC, label_map, maps_at_label_size
+from .class_subset_accuracy import ClassSubsetAccuracy
+from .real_accuracy import ReaLAccuracy
 
-__all__ = ['BinaryAUC', 'label_map', 'maps_at_label_size']
+__all__ = ['BinaryAUC', 'ClassSubsetAccuracy', 'ReaLAccuracy', 'label_map', 'maps_at_label_size']

@@ -1,11 +1,12 @@
 from .checkpoint_mapping import (backbone_state_dict, infer_arch, load_state_dict_strict,
                                  ours_to_paper, paper_backbone_state_dict, paper_to_ours)
 from .dinovim import DinoMambaReg, DinoVim
+from .frozen_backbone import FrozenBackbone
 from .linear_vit import LinearViT
 from .paper_checkpoint import PaperCheckpointInit
 
 __all__ = [
-    'DinoVim', 'DinoMambaReg', 'LinearViT', 'PaperCheckpointInit', 'backbone_state_dict',
+    'DinoVim', 'DinoMambaReg', 'FrozenBackbone', 'LinearViT', 'PaperCheckpointInit', 'backbone_state_dict',
     'infer_arch', 'load_state_dict_strict', 'ours_to_paper', 'paper_backbone_state_dict',
     'paper_to_ours'
 ]
