@@ -4,7 +4,7 @@
 # Feature: final-normed class token of the 4 blocks (out_source='mixer', the
 # paper's get_intermediate_layers), concatenated. Recipe: configs/linear_probe (SGD momentum
 # 0.9, no weight decay, cosine, RandomResizedCrop + flip / resize + centre crop) at demo scale:
-# images of the DINO run's global-crop size, few epochs, so a larger lr than 1e-3 x batch/256.
+# images of the DINO run's global-crop size, 20 epochs, so a larger lr (0.03) than 1e-3 x batch/256.
 _base_ = [
     '../_base_/datasets/synthetic_cls.py',
     '../linear_probe/_base_/sgd_coslr_100e_linear-probe.py',
@@ -19,7 +19,7 @@ model = dict(
     type='ImageClassifier',
     backbone=dict(
         type='dinomamba_mm.FrozenBackbone',
-        checkpoint='work_dirs/dino_dinovim-demo_synthetic/epoch_8.pth',
+        checkpoint='work_dirs/dino_dinovim-demo_synthetic/epoch_30.pth',
         backbone=dict(
             type='dinomamba_mm.DinoVim',
             arch=dict(embed_dims=embed_dims, num_layers=4, headdim=32,
@@ -60,8 +60,8 @@ val_dataloader = dict(batch_size=50, num_workers=2, persistent_workers=True,
                       dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
-max_epochs = 10
-optim_wrapper = dict(optimizer=dict(lr=0.01))
+max_epochs = 20
+optim_wrapper = dict(optimizer=dict(lr=0.03))
 param_scheduler = [
     dict(type='CosineAnnealingLR', T_max=max_epochs, eta_min=0., by_epoch=True,
          begin=0, end=max_epochs)
