@@ -141,6 +141,9 @@ class _Layout:
 
 
 _EXACT_CUM = 512.0  # float32 differences of running sums below this are off by < 3e-5
+# exp() of these is a normal number (float32: 1.2e-26, float64: 5e-261): a smaller decay is
+# negligible next to the diagonal's exp(0) = 1 in every sum it enters
+_MIN_EXPONENT = {torch.float32: -60.0, torch.float64: -600.0}
 
 
 def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
@@ -156,18 +159,33 @@ def _decay_mask(cum: Tensor, layout: _Layout) -> Tensor:
     once |cum| is large (|dt' A| ~ 1e4 per step); then cum is split into a float32 head and tail
     and the difference of the heads is exact where E is not negligible (Sterbenz), so
     E = exp((hi_i - hi_j) + (lo_i - lo_j)).
+    Exponents are clamped at ``_MIN_EXPONENT``: exp of an exponent that underflows, and any
+    product with the denormals it yields, takes a microcode slow path ~10-90x slower on x86.
+    The non-causal side is zeroed before the exp (so it cannot overflow) and after it.
     """
-    q = layout.q
-    mask = layout.new(*cum.shape, q, like=cum)
+    mask = layout.new(*cum.shape, layout.q, like=cum)
     hi = cum.to(layout.dtype)
     torch.sub(hi.unsqueeze(-1), hi.unsqueeze(-2), out=mask)
     if layout.dtype != torch.float64 and cum.abs().max() > _EXACT_CUM:
         lo = (cum - hi.double()).to(layout.dtype)
         mask.add_(lo.unsqueeze(-1)).sub_(lo.unsqueeze(-2))
-    ones = torch.ones(q, q, dtype=torch.bool, device=cum.device)
+    _zero_non_causal(mask, layout)
+    mask.clamp_(min=_MIN_EXPONENT[layout.dtype]).exp_()
+    return _zero_non_causal(mask, layout)
+
+
+def _zero_non_causal(t: Tensor, layout: _Layout) -> Tensor:
+    """Zero the (Q, Q) blocks of ``t`` (R, ..., Q, Q) above (forward rows) or below (reverse rows)
+    the diagonal, in place."""
     for rows, rev in layout.blocks:
-        mask[rows].masked_fill_(ones.tril(-1) if rev else ones.triu(1), -math.inf)
-    return mask.exp_()
+        block = t[rows]
+        block.triu_() if rev else block.tril_()
+    return t
+
+
+def _decay(exponent: Tensor, dtype: torch.dtype) -> Tensor:
+    """exp(exponent) in ``dtype``, exponents clamped at ``_MIN_EXPONENT`` (see _decay_mask)."""
+    return exponent.clamp(min=_MIN_EXPONENT[dtype]).to(dtype).exp_()
 
 
 def _mix(mask: Tensor, cb: Tensor, lay: _Layout, inplace: bool = False) -> Tensor:
@@ -181,15 +199,20 @@ def _mix(mask: Tensor, cb: Tensor, lay: _Layout, inplace: bool = False) -> Tenso
 class _ChunkedScan(torch.autograd.Function):
     """Scan of several directions stacked along the batch (see the module docstring).
 
-    forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, h0)) returns
-    the per-direction y (B, L, H, P) in the compute dtype, then (if want_final) the final states
-    (B, H, P, N).
+    forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, D, h0))
+    returns the per-direction y + D x (B, L, H, P) in the compute dtype, then (if want_final) the
+    final states (B, H, P, N). D (H,) or (H, P) and h0 may be None.
+
+    Every large buffer costs page faults when it is first written (on Linux a fresh allocation of
+    this size is a new mapping, ~10x the cost of writing memory already mapped), so products
+    whose only use is a reduction share one scratch buffer, states are turned into entering
+    states in place, and the D skip is part of the Function (one output buffer, one dx buffer).
     """
 
     @staticmethod
     def forward(ctx, chunk_size: int, reverse: Tuple[bool, ...], want_final: bool, *flat):
-        dirs = [flat[i:i + 6] for i in range(0, len(flat), 6)]
-        xs, dts, As, Bs, Cs, h0s = (list(t) for t in zip(*dirs))
+        dirs = [flat[i:i + 7] for i in range(0, len(flat), 7)]
+        xs, dts, As, Bs, Cs, Ds, h0s = (list(t) for t in zip(*dirs))
         lay = _Layout(xs[0], Bs[0], reverse, chunk_size)
         R, H, P, N, G = lay.rows, lay.heads, lay.headdim, lay.dstate, lay.groups
         nc, q, Lp, L = lay.n_chunks, lay.q, lay.padded, lay.length
@@ -213,52 +236,54 @@ class _ChunkedScan(torch.autograd.Function):
         cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
         mask = _decay_mask(cum, lay)
         mix = _mix(mask, cb, lay, inplace=not needs_grad)
-        y_diag = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)
-        del mix
-        y_diag_gt = lay.head_to_group_token(y_diag)
+        y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major; y_diag, then y
+        y_gt = lay.head_to_group_token(y)
 
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
-        ys = [torch.empty(lay.batch, L, H, P, dtype=lay.dtype, device=dev) for _ in dirs]
         saved_states, finals = (), []
         if use_states:
             exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
-            w = torch.exp(exit_cum.unsqueeze(-1) - cum).view(R, H, Lp).to(lay.dtype)  # to exit
+            w = _decay(exit_cum.unsqueeze(-1) - cum, lay.dtype).view(R, H, Lp)  # to exit
             uw = lay.new(R, G, Lp, lay.per_group, P, like=u)
             torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
             states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(uw))  # (R G n_c, N, Hg P)
             states = states.view(R, G, nc, N, lay.per_group, P)
-            decay = lay.head_scalars(torch.exp(exit_cum).to(lay.dtype))
-            entering = torch.empty_like(states)
+            decay = lay.head_scalars(_decay(exit_cum, lay.dtype))
+            entering = states  # chunk c's slot: S_c, then (overwritten) the state entering c
             for d, (rows, rev) in enumerate(lay.blocks):
-                order = list(range(nc - 1, -1, -1) if rev else range(nc))
-                first = entering[rows, :, order[0]]
-                if h0s[d] is None:
-                    first.zero_()
-                else:
-                    first.copy_(lay.state_to_n_major(h0s[d].to(lay.dtype)))
-                for c, c_next in zip(order, order[1:]):
-                    torch.addcmul(states[rows, :, c], decay[rows, :, c], entering[rows, :, c],
-                                  out=entering[rows, :, c_next])
-                last = order[-1]
-                finals.append(lay.state_from_n_major(torch.addcmul(
-                    states[rows, :, last], decay[rows, :, last], entering[rows, :, last])))
+                h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
+                     else lay.state_to_n_major(h0s[d].to(lay.dtype)))
+                spare = torch.empty_like(h)
+                for c in (range(nc - 1, -1, -1) if rev else range(nc)):
+                    leaving = torch.addcmul(states[rows, :, c], decay[rows, :, c], h, out=spare)
+                    entering[rows, :, c] = h
+                    h, spare = leaving, h
+                if want_final:
+                    finals.append(lay.state_from_n_major(h))
             y_off = torch.bmm(C3, entering.view(-1, N, lay.per_group * P))
-            y_off = y_off.view(R, G, Lp, lay.per_group, P)
-            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp).to(lay.dtype))
-            for (rows, _), y in zip(lay.blocks, ys):
-                torch.addcmul(y_diag_gt[rows, :, :L], y_off[rows, :, :L], decay_in[rows, :, :L],
-                              out=lay.group_token(y))
+            decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
+            y_gt.addcmul_(y_off.view(R, G, Lp, lay.per_group, P), decay_in)
+            del y_off
             saved_states = (w, uw, entering)
-        else:
-            for (rows, _), y in zip(lay.blocks, ys):
-                lay.group_token(y).copy_(y_diag_gt[rows, :, :L])
+
+        outs = []
+        for (rows, _), x, D in zip(lay.blocks, xs, Ds):
+            y_d = y[rows, :, :L].transpose(1, 2)  # (B, L, H, P) view
+            out = torch.empty(lay.batch, L, H, P, dtype=lay.dtype, device=dev)
+            if D is None:
+                out.copy_(y_d)
+            else:
+                torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out)
+            outs.append(out)
 
         ctx.layout, ctx.use_states, ctx.want_final = lay, use_states, want_final
         ctx.has_h0 = [h is not None for h in h0s]
         ctx.dtypes = [[t.dtype if t is not None else None for t in d] for d in dirs]
+        ctx.d_shapes = [None if D is None else D.shape for D in Ds]
         if needs_grad:
-            ctx.save_for_backward(*xs, *ys, *As, dt_s, B_s, C_s, cum, u, mask, *saved_states)
-        return tuple(ys + (finals if want_final else []))
+            ctx.save_for_backward(*xs, *As, *[D if D is not None else x for D, x in zip(Ds, xs)],
+                                  dt_s, B_s, C_s, cum, u, mask, mix, y, *saved_states)
+        return tuple(outs + finals)
 
     @staticmethod
     @once_differentiable
@@ -267,8 +292,9 @@ class _ChunkedScan(torch.autograd.Function):
         R, H, P, N, G = lay.rows, lay.heads, lay.headdim, lay.dstate, lay.groups
         nc, q, Lp, L, nd = lay.n_chunks, lay.q, lay.padded, lay.length, len(lay.blocks)
         saved = ctx.saved_tensors
-        xs, ys, As = saved[:nd], saved[nd:2 * nd], saved[2 * nd:3 * nd]
-        dt_s, B_s, C_s, cum, u, mask = saved[3 * nd:3 * nd + 6]
+        xs, As, Ds = saved[:nd], saved[nd:2 * nd], saved[2 * nd:3 * nd]
+        Ds = [D if shape is not None else None for D, shape in zip(Ds, ctx.d_shapes)]
+        dt_s, B_s, C_s, cum, u, mask, mix, y = saved[3 * nd:3 * nd + 8]
         dys = grads[:nd]
         d_finals = grads[nd:] if ctx.want_final else [None] * nd
         B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)
@@ -279,57 +305,58 @@ class _ChunkedScan(torch.autograd.Function):
         for (rows, _), g in zip(lay.blocks, dys):
             dy_tok[rows, :L] = g
         dy3, u3 = lay.bmm_rows(dy), lay.bmm_rows(u)
+        scratch = torch.empty_like(u)  # products that are only summed
 
         # intra-chunk part: d(E o CB) = dy u^T; E o d(CB) summed over the heads of a group
         d_mix = torch.bmm(dy3, u3.transpose(1, 2)).mul_(mask.view(-1, q, q))
         d_cb = d_mix.view(R, G, lay.per_group, nc, q, q).sum(2).view(-1, q, q)
         del d_mix
-        mix = _mix(mask, torch.bmm(C3, B3.transpose(1, 2)), lay)
         du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
-        del mix
         dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
         del d_cb
         # d cum_i = dy_i . y_i (row i of E o CB and the incoming-state term) - u_i . du_i (column i)
-        d_cum = torch.zeros(R, H, Lp, dtype=lay.dtype, device=dev)
-        for (rows, _), g, y in zip(lay.blocks, dys, ys):
-            d_cum[rows, :, :L] = (g * y).sum(-1).transpose(1, 2)
-        d_cum = (d_cum - (u * du).sum(-1)).view(R, H, nc, q)
+        d_cum = torch.mul(dy, y, out=scratch).sum(-1)
+        d_cum.sub_(torch.mul(u, du, out=scratch).sum(-1))
+        d_cum = d_cum.view(R, H, nc, q)
 
         d_h0 = [None] * nd
         if ctx.use_states:
-            w, uw, entering = saved[3 * nd + 6:]
-            decay = lay.head_scalars(torch.exp(_exit_values(cum, lay)).to(lay.dtype))
-            decay_in = lay.per_head(torch.exp(cum).view(R, H, Lp).to(lay.dtype))
-            dv = lay.new(R, G, Lp, lay.per_group, P, like=u)  # gradient of H_c C_i
+            w, uw, entering = saved[3 * nd + 8:]
+            decay = lay.head_scalars(_decay(_exit_values(cum, lay), lay.dtype))
+            decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
+            dv = scratch.view(R, G, Lp, lay.per_group, P)  # gradient of H_c C_i
             torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
             dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, lay.per_group * P)
-            d_entering = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
-            dC3 = dC3 + torch.bmm(dv3, entering3.transpose(1, 2))
-            d_states = torch.empty_like(entering)  # gradient of the state leaving chunk c
+            d_states = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
+            dC3 += torch.bmm(dv3, entering3.transpose(1, 2))
+            # slot c: the gradient of the state entering chunk c, then (overwritten) of the
+            # state leaving it; d_decay_c = <gradient of the state leaving c, state entering c>
+            d_decay = entering.new_empty(R, G, nc, lay.per_group)
+            product = torch.empty_like(entering[:lay.batch, :, 0])
             for d, (rows, rev) in enumerate(lay.blocks):
-                order = list(range(nc) if rev else range(nc - 1, -1, -1))  # backward in time
-                last = d_states[rows, :, order[0]]
-                if d_finals[d] is None:
-                    last.zero_()
-                else:
-                    last.copy_(lay.state_to_n_major(d_finals[d].to(lay.dtype)))
-                for c, c_prev in zip(order, order[1:]):
-                    torch.addcmul(d_entering[rows, :, c], decay[rows, :, c], d_states[rows, :, c],
-                                  out=d_states[rows, :, c_prev])
-                first = order[-1]
-                d_h0[d] = lay.state_from_n_major(torch.addcmul(
-                    d_entering[rows, :, first], decay[rows, :, first], d_states[rows, :, first]))
-            d_decay = (d_states * entering).sum((3, 5))  # (R, G, n_c, Hg)
+                g = (torch.zeros_like(d_states[rows, :, 0]) if d_finals[d] is None
+                     else lay.state_to_n_major(d_finals[d].to(lay.dtype)))
+                spare = torch.empty_like(g)
+                for c in (range(nc) if rev else range(nc - 1, -1, -1)):  # backward in time
+                    d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c], out=product).sum(
+                        (2, 4))
+                    g_entering = torch.addcmul(d_states[rows, :, c], decay[rows, :, c], g,
+                                               out=spare)
+                    d_states[rows, :, c] = g
+                    g, spare = g_entering, g
+                d_h0[d] = lay.state_from_n_major(g)
             d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
             d_states3 = d_states.view(-1, N, lay.per_group * P)
-            d_uw = torch.bmm(B3, d_states3).view(R, G, Lp, lay.per_group, P)
-            dB3 = dB3 + torch.bmm(lay.bmm_rows(uw), d_states3.transpose(1, 2))
-            d_log_w = (uw * d_uw).sum(-1)  # (R, G, Lp, Hg)
+            d_uw = torch.bmm(B3, d_states3, out=scratch.view(-1, q, lay.per_group * P))
+            d_uw = d_uw.view(R, G, Lp, lay.per_group, P)
+            dB3 += torch.bmm(lay.bmm_rows(uw), d_states3.transpose(1, 2))
+            del d_states, d_states3
+            lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
+            d_log_w = d_uw.mul_(uw).sum(-1)  # (R, G, Lp, Hg)
             d_log_w = d_log_w.transpose(2, 3).reshape(R, H, nc, q)
             d_exit = d_exit.transpose(2, 3).reshape(R, H, nc) + d_log_w.sum(-1)
             d_cum = d_cum - d_log_w
-            lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
             for rows, rev in lay.blocks:
                 d_cum[rows, ..., 0 if rev else -1] += d_exit[rows]
         # cum = prefix sums of a (suffix sums when reverse): da = the opposite running sums
@@ -340,33 +367,43 @@ class _ChunkedScan(torch.autograd.Function):
 
         out = []
         for d, (rows, _) in enumerate(lay.blocks):
-            x, A = xs[d], As[d]
-            x_dt, dt_dt, _, B_dt, C_dt, h0_dt = ctx.dtypes[d]
+            x, A, D, g = xs[d], As[d], Ds[d], dys[d]
+            x_dt, dt_dt, _, B_dt, C_dt, D_dt, h0_dt = ctx.dtypes[d]
             dt, du_d, da_d = dt_s[rows, :L], du_tok[rows, :L], da[rows, :L]
-            dx = (du_d * dt.unsqueeze(-1)).to(x_dt)
-            ddt = ((du_d * x).sum(-1) + da_d * A.to(lay.dtype)).to(dt_dt)
+            x_g = scratch.view(-1)[:x.numel()].view(x.shape)
+            ddt = torch.mul(du_d, x, out=x_g).sum(-1).add_(da_d * A.to(lay.dtype)).to(dt_dt)
+            dx = torch.mul(du_d, dt.unsqueeze(-1))
+            dD = None
+            if D is not None:
+                dx.addcmul_(g, _skip_weight(D, lay.dtype))
+                dD = torch.mul(g, x, out=x_g).sum((0, 1))
+                dD = (dD.sum(-1) if D.dim() == 1 else dD).to(D_dt)
             dA = (da_d * dt).sum((0, 1)).to(A.dtype)
             dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
             dC = dC_s[rows, :, :L].transpose(1, 2).to(C_dt)
             dh0 = d_h0[d].to(h0_dt) if ctx.has_h0[d] else None  # an h0 turns the states on
-            out += [dx, ddt, dA, dB, dC, dh0]
+            out += [dx.to(x_dt), ddt, dA, dB, dC, dD, dh0]
         return (None, None, None, *out)
 
 
+def _skip_weight(D: Tensor, dtype: torch.dtype) -> Tensor:
+    """D (H,) or (H, P) -> a factor that broadcasts against (B, L, H, P)."""
+    D = D.to(dtype)
+    return D[:, None] if D.dim() == 1 else D
+
+
 def _scan_directions(xs: List[Tensor], dts: List[Tensor], As: List[Tensor], Bs: List[Tensor],
-                     Cs: List[Tensor], h0s: List[Optional[Tensor]], reverse: Tuple[bool, ...],
-                     chunk_size: int, want_final: bool) -> Tuple[Tensor, ...]:
+                     Cs: List[Tensor], Ds: List[Optional[Tensor]], h0s: List[Optional[Tensor]],
+                     reverse: Tuple[bool, ...], chunk_size: int,
+                     want_final: bool) -> Tuple[Tensor, ...]:
     flat = []
-    for parts in zip(xs, dts, As, Bs, Cs, h0s):
+    for parts in zip(xs, dts, As, Bs, Cs, Ds, h0s):
         flat.extend(parts)
     return _ChunkedScan.apply(chunk_size, reverse, want_final, *flat)
 
 
-def _skip_and_gate(y: Tensor, x: Tensor, D: Optional[Tensor], z: Optional[Tensor]) -> Tensor:
-    """y + D x, then * silu(z), cast to x's dtype."""
-    if D is not None:
-        Dc = D.to(y.dtype)
-        y = y + x * (Dc[:, None] if D.dim() == 1 else Dc)
+def _gate(y: Tensor, x: Tensor, z: Optional[Tensor]) -> Tensor:
+    """y * silu(z) (if z), cast to x's dtype."""
     if z is not None:
         y = y * F.silu(z.to(y.dtype))
     return y.to(x.dtype)
@@ -390,9 +427,9 @@ def ssd_chunk_torch(
 ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Chunked SSD scan; arguments and shapes as :func:`dinomamba_mm.ops.ssd.ssd_scan`."""
     dtp = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit, compute_dtype(x))
-    outs = _scan_directions([x], [dtp], [A], [B], [C], [initial_states], (reverse, ),
+    outs = _scan_directions([x], [dtp], [A], [B], [C], [D], [initial_states], (reverse, ),
                             chunk_size, return_final_states)
-    y = _skip_and_gate(outs[0], x, D, z)
+    y = _gate(outs[0], x, z)
     return (y, outs[1]) if return_final_states else y
 
 
@@ -406,6 +443,6 @@ def ssd_bidirectional_torch(x: Pair, dt: Pair, A: Pair, B: Pair, C: Pair, chunk_
     (forward, backward) pair (None allowed for D, z, dt_bias), all in input token order."""
     dts = [preprocess_dt(dt[i], dt_bias[i], dt_softplus, dt_limit, compute_dtype(x[i]))
            for i in range(2)]
-    y_fwd, y_bwd = _scan_directions(list(x), dts, list(A), list(B), list(C), [None, None],
-                                    (False, True), chunk_size, False)
-    return (_skip_and_gate(y_fwd, x[0], D[0], z[0]), _skip_and_gate(y_bwd, x[1], D[1], z[1]))
+    y_fwd, y_bwd = _scan_directions(list(x), dts, list(A), list(B), list(C), list(D),
+                                    [None, None], (False, True), chunk_size, False)
+    return _gate(y_fwd, x[0], z[0]), _gate(y_bwd, x[1], z[1])
