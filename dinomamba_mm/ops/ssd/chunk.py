@@ -244,9 +244,9 @@ class _ChunkedScan(torch.autograd.Function):
         if use_states:
             exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
             w = _decay(exit_cum.unsqueeze(-1) - cum, lay.dtype).view(R, H, Lp)  # to exit
-            uw = lay.new(R, G, Lp, lay.per_group, P, like=u)
-            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
-            states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(uw))  # (R G n_c, N, Hg P)
+            work = lay.new(R, G, Lp, lay.per_group, P, like=u)  # u w, then y_off
+            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=work)
+            states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(work))  # (R G n_c, N, Hg P)
             states = states.view(R, G, nc, N, lay.per_group, P)
             decay = lay.head_scalars(_decay(exit_cum, lay.dtype))
             entering = states  # chunk c's slot: S_c, then (overwritten) the state entering c
@@ -260,11 +260,11 @@ class _ChunkedScan(torch.autograd.Function):
                     h, spare = leaving, h
                 if want_final:
                     finals.append(lay.state_from_n_major(h))
-            y_off = torch.bmm(C3, entering.view(-1, N, lay.per_group * P))
+            torch.bmm(C3, entering.view(-1, N, lay.per_group * P), out=lay.bmm_rows(work))
             decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
-            y_gt.addcmul_(y_off.view(R, G, Lp, lay.per_group, P), decay_in)
-            del y_off
-            saved_states = (w, uw, entering)
+            y_gt.addcmul_(work, decay_in)
+            del work
+            saved_states = (w, entering)
 
         outs = []
         for (rows, _), x, D in zip(lay.blocks, xs, Ds):
@@ -308,10 +308,10 @@ class _ChunkedScan(torch.autograd.Function):
         scratch = torch.empty_like(u)  # products that are only summed
 
         # intra-chunk part: d(E o CB) = dy u^T; E o d(CB) summed over the heads of a group
+        du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
         d_mix = torch.bmm(dy3, u3.transpose(1, 2)).mul_(mask.view(-1, q, q))
         d_cb = d_mix.view(R, G, lay.per_group, nc, q, q).sum(2).view(-1, q, q)
         del d_mix
-        du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
         dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
         del d_cb
@@ -322,20 +322,21 @@ class _ChunkedScan(torch.autograd.Function):
 
         d_h0 = [None] * nd
         if ctx.use_states:
-            w, uw, entering = saved[3 * nd + 8:]
+            w, entering = saved[3 * nd + 8:]
+            Hg = lay.per_group
             decay = lay.head_scalars(_decay(_exit_values(cum, lay), lay.dtype))
             decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
-            dv = scratch.view(R, G, Lp, lay.per_group, P)  # gradient of H_c C_i
+            dv = scratch.view(R, G, Lp, Hg, P)  # gradient of H_c C_i
             torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
-            dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, lay.per_group * P)
+            dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, Hg * P)
             d_states = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
             dC3 += torch.bmm(dv3, entering3.transpose(1, 2))
             # slot c: the gradient of the state entering chunk c, then (overwritten) of the
             # state leaving it; d_decay_c = <gradient of the state leaving c, state entering c>
-            d_decay = entering.new_empty(R, G, nc, lay.per_group)
+            d_decay = entering.new_empty(R, G, nc, Hg)
             product = torch.empty_like(entering[:lay.batch, :, 0])
             for d, (rows, rev) in enumerate(lay.blocks):
-                g = (torch.zeros_like(d_states[rows, :, 0]) if d_finals[d] is None
+                g = (torch.zeros_like(product) if d_finals[d] is None
                      else lay.state_to_n_major(d_finals[d].to(lay.dtype)))
                 spare = torch.empty_like(g)
                 for c in (range(nc) if rev else range(nc - 1, -1, -1)):  # backward in time
@@ -346,10 +347,12 @@ class _ChunkedScan(torch.autograd.Function):
                     d_states[rows, :, c] = g
                     g, spare = g_entering, g
                 d_h0[d] = lay.state_from_n_major(g)
+            d_states3 = d_states.view(-1, N, Hg * P)
             d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
-            d_states3 = d_states.view(-1, N, lay.per_group * P)
-            d_uw = torch.bmm(B3, d_states3, out=scratch.view(-1, q, lay.per_group * P))
-            d_uw = d_uw.view(R, G, Lp, lay.per_group, P)
+            uw = dy.view(-1).view(R, G, Lp, Hg, P)  # dy is no longer needed
+            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
+            d_uw = torch.bmm(B3, d_states3, out=scratch.view(-1, q, Hg * P))
+            d_uw = d_uw.view(R, G, Lp, Hg, P)
             dB3 += torch.bmm(lay.bmm_rows(uw), d_states3.transpose(1, 2))
             del d_states, d_states3
             lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
