@@ -434,22 +434,23 @@ class DinoVim(BaseBackbone):
         """(B, 3, H, W) -> tuple of one output per ``out_indices`` entry (see out_type)."""
         x, hw, plan = self._embed(inputs)
         outs = []
-        last = self.num_layers - 1
         for i, layer in enumerate(self.layers):
             if self.with_cp and torch.is_grad_enabled():
                 x, hidden = checkpoint(layer, x, use_reentrant=False)
             else:
                 x, hidden = layer(x)
-            if i not in self.out_indices:
-                continue
-            if self.out_source == 'mixer':
-                feat = self.norm_f(hidden.to(self.norm_f.weight.dtype))
-            elif i == last and self.final_norm:
-                feat = self.norm_f(x.to(self.norm_f.weight.dtype))
-            else:
-                feat = x
-            outs.append(self._format_output(feat, hw, plan))
+            if i in self.out_indices:
+                outs.append(self._format_output(self._block_feature(i, x, hidden), hw, plan))
+            del hidden  # not kept alive through the next block
         return tuple(outs)
+
+    def _block_feature(self, index: int, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """Output tokens (B, L, C) of block ``index`` from its residual x and mixer output."""
+        if self.out_source == 'mixer':
+            return self.norm_f(hidden.to(self.norm_f.weight.dtype))
+        if index == self.num_layers - 1 and self.final_norm:
+            return self.norm_f(x.to(self.norm_f.weight.dtype))
+        return x
 
     @torch.no_grad()
     def mixer_inputs(self, inputs: torch.Tensor,

@@ -1,12 +1,13 @@
 """Bidirectional Mamba-2 (SSD) token mixer of DinoVim ("v2" bidirectionality of Vision Mamba)."""
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
 
 #: keyword arguments of :func:`dinomamba_mm.ops.ssd.ssd_mixing_matrix` found in each direction's
@@ -39,6 +40,11 @@ class BidirectionalMamba2Mixer(nn.Module):
     Parameter names follow the Dino-Mamba paper code (``conv1d_b``, ``dt_b_bias``, ``A_log_b``,
     ``D_b``, ``norm_b`` for the backward direction) so checkpoints map one to one.
 
+    Without autograd, sequences longer than ``segment_len`` run in segments: the backward
+    direction right to left, then the forward one left to right, each scan carrying its state
+    from segment to segment (same result; the scan's temporaries then scale with the segment,
+    not the sequence, which sets the peak memory of high-resolution inference).
+
     Analysis: :meth:`ssd_inputs` returns the per-direction scan inputs (x, dt, A, B, C after the
     convolution, D, dt_bias, ...) of a given mixer input; :meth:`mixing_matrices` materialises
     both directions' (B, H, L, L) mixing matrices M with ``ssd_mixing_matrix``.
@@ -60,6 +66,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
         norm_eps: epsilon of the gated norms.
         ssd_impl: implementation passed to the SSD op (None: its automatic choice).
+        segment_len: longest segment of the no-grad path (None: always the whole sequence).
     """
 
     def __init__(self,
@@ -79,13 +86,17 @@ class BidirectionalMamba2Mixer(nn.Module):
                  conv_bias: bool = True,
                  norm_before_gate: bool = False,
                  norm_eps: float = 1e-5,
-                 ssd_impl: Optional[str] = None) -> None:
+                 ssd_impl: Optional[str] = None,
+                 segment_len: Optional[int] = 1024) -> None:
         super().__init__()
         d_inner = expand * embed_dims
         if d_inner % headdim != 0:
             raise ValueError(f'expand * embed_dims = {d_inner} must be a multiple of headdim='
                              f'{headdim}')
         num_heads = d_inner // headdim
+        if segment_len is not None and (isinstance(segment_len, bool)
+                                        or not isinstance(segment_len, int) or segment_len < 1):
+            raise ValueError(f'segment_len must be None or an int >= 1, got {segment_len!r}')
         if ngroups <= 0 or num_heads % ngroups != 0:
             raise ValueError(f'ngroups={ngroups} must divide the number of heads {num_heads}')
         low, high = A_init_range
@@ -101,6 +112,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         self.chunk_size = chunk_size
         self.dt_limit = tuple(dt_limit)
         self.ssd_impl = ssd_impl
+        self.segment_len = segment_len
 
         conv_dim = d_inner + 2 * ngroups * d_state
         self.in_proj = nn.Linear(embed_dims, d_inner + conv_dim + num_heads, bias=bias)
@@ -122,24 +134,9 @@ class BidirectionalMamba2Mixer(nn.Module):
         self.out_proj = nn.Linear(d_inner, embed_dims, bias=bias)
 
     def _conv(self, xbc: torch.Tensor, conv: nn.Conv1d, causal: bool) -> torch.Tensor:
-        """Depthwise conv1d + SiLU, (B, L, C) -> (B, L, C); anti-causal when not ``causal``.
-
-        Causal: out_t = b + sum_s w_{K-1-s} x_{t-s}; anti-causal: out_t = b + sum_s w_{K-1-s}
-        x_{t+s} (the causal conv of the flipped sequence, flipped back), s = 0..K-1, zeros
-        outside the sequence. Written as K multiply-adds on shifted slices in (B, L, C) layout:
-        a depthwise nn.Conv1d over (B, C, L) is far slower on CPU and needs two transposes.
-        """
-        length, width = xbc.shape[1], self.d_conv
-        weight = conv.weight[:, 0, :].to(xbc.dtype)  # (C, K)
-        bias = conv.bias.to(xbc.dtype) if conv.bias is not None else xbc.new_zeros(())
-        out = torch.addcmul(bias, xbc, weight[:, width - 1])
-        for shift in range(1, min(width, length)):
-            tap = weight[:, width - 1 - shift]
-            if causal:
-                out[:, shift:].addcmul_(xbc[:, :length - shift], tap)
-            else:
-                out[:, :length - shift].addcmul_(xbc[:, shift:], tap)
-        return F.silu(out)
+        """Depthwise conv1d + SiLU of ``conv``'s weights, (B, L, C) -> (B, L, C); anti-causal
+        (the causal conv of the flipped sequence, flipped back) when not ``causal``."""
+        return depthwise_conv_silu(xbc, conv.weight[:, 0], conv.bias, causal)
 
     def _split_xbc(self, xbc: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, L, d_inner + 2GN) -> x (B, L, H, P), B (B, L, G, N), C (B, L, G, N)."""
@@ -167,6 +164,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         zxbcdt = self.in_proj(u)
         conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
         z, xbc, dt = torch.split(zxbcdt, [self.d_inner, conv_dim, self.num_heads], dim=-1)
+        xbc = xbc.contiguous()
         compute_dtype = torch.promote_types(self.A_log.dtype, torch.float32)
         directions = {}
         for name, conv, causal, a_log, d, dt_bias in (
@@ -188,6 +186,9 @@ class BidirectionalMamba2Mixer(nn.Module):
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u: (B, L, D) -> (B, L, D)."""
+        if (self.segment_len is not None and u.shape[1] > self.segment_len
+                and not torch.is_grad_enabled()):
+            return self._forward_in_segments(u)
         inputs = self.ssd_inputs(u)
         fwd, bwd = inputs['forward'], inputs['backward']
         y_fwd, y_bwd = ssd_scan_bidirectional(
@@ -205,6 +206,62 @@ class BidirectionalMamba2Mixer(nn.Module):
         z = inputs['z']
         y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)) / 2
         return self.out_proj(y)
+
+    def _segments(self, length: int) -> List[Tuple[int, int]]:
+        """[start, end) of balanced segments of at most ``segment_len`` tokens."""
+        count = math.ceil(length / self.segment_len)
+        size = math.ceil(length / count)
+        return [(start, min(start + size, length)) for start in range(0, length, size)]
+
+    def _forward_in_segments(self, u: torch.Tensor) -> torch.Tensor:
+        """Same as the whole-sequence forward, without autograd, segment by segment.
+
+        Only ``in_proj``'s output (B, L, 2 d_inner + 2GN + H) and the mixed features
+        (B, L, d_inner) span the sequence; each segment's convolution reads up to K - 1 tokens
+        of its neighbour, and each scan enters a segment with the state the previous segment
+        (in scan order) left.
+        """
+        zxbcdt = self.in_proj(u)
+        segments = self._segments(u.shape[1])
+        mixed = zxbcdt.new_empty(*zxbcdt.shape[:-1], self.d_inner)
+        state = None
+        for start, end in reversed(segments):
+            y, state = self._scan_segment(zxbcdt, start, end, backward=True, state=state)
+            mixed[:, start:end] = self.norm_b(y, zxbcdt[:, start:end, :self.d_inner])
+        state = None
+        for start, end in segments:
+            y, state = self._scan_segment(zxbcdt, start, end, backward=False, state=state)
+            mixed[:, start:end] += self.norm(y, zxbcdt[:, start:end, :self.d_inner])
+        return self.out_proj(mixed.div_(2))
+
+    def _scan_segment(self, zxbcdt: torch.Tensor, start: int, end: int, backward: bool,
+                      state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """One direction's conv + scan over tokens [start, end).
+
+        Args:
+            zxbcdt: (B, L, 2 d_inner + 2GN + H) output of ``in_proj``.
+            state: (B, H, P, N) state entering the segment in scan order (None: zeros).
+
+        Returns:
+            y (B, end - start, d_inner) before the gated norm, and the state leaving the segment.
+        """
+        if backward:
+            conv, a_log, d, dt_bias = self.conv1d_b, self.A_log_b, self.D_b, self.dt_b_bias
+            first, last = start, min(end + self.d_conv - 1, zxbcdt.shape[1])
+        else:
+            conv, a_log, d, dt_bias = self.conv1d, self.A_log, self.D, self.dt_bias
+            first, last = max(start - self.d_conv + 1, 0), end
+        conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
+        window = zxbcdt[:, first:last, self.d_inner:self.d_inner + conv_dim].contiguous()
+        xbc = self._conv(window, conv, causal=not backward)[:, start - first:end - first]
+        x, b, c = self._split_xbc(xbc)
+        compute_dtype = torch.promote_types(a_log.dtype, torch.float32)
+        y, state = ssd_scan(
+            x, zxbcdt[:, start:end, -self.num_heads:], -torch.exp(a_log.to(compute_dtype)), b,
+            c, chunk_size=self.chunk_size, D=d, dt_bias=dt_bias, dt_softplus=True,
+            dt_limit=self.dt_limit, initial_states=state, return_final_states=True,
+            reverse=backward, impl=self.ssd_impl)
+        return y.flatten(-2), state
 
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, d_inner={self.d_inner}, heads={self.num_heads}, '
