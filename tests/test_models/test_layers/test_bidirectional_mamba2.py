@@ -98,6 +98,22 @@ def test_mixer_matches_float64_recurrence(ngroups):
         torch.testing.assert_close(out[b].double(), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize('segment_len', [3, 4, 10])
+def test_no_grad_segments_match_float64_recurrence(segment_len):
+    """Without grad, L = 11 runs in segments (3: four of 3, 3, 3, 2 tokens; each conv window
+    reads its neighbours) and gives the whole-sequence result."""
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(8, d_state=4, d_conv=4, expand=2, headdim=4,
+                                     chunk_size=2, segment_len=segment_len)
+    _randomise(mixer, seed=5)
+    u = torch.randn(2, 11, 8)
+    with torch.no_grad():
+        out = mixer(u)
+    for b in range(2):
+        expected, _, _ = _paper_block(mixer, u[b].double())
+        torch.testing.assert_close(out[b].double(), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_ssd_inputs_and_mixing_matrices_reproduce_each_direction():
     torch.manual_seed(1)
     mixer = BidirectionalMamba2Mixer(8, d_state=4, d_conv=4, headdim=4, chunk_size=8)
@@ -138,6 +154,8 @@ def test_mixer_init_follows_mamba2():
     (dict(headdim=5), 'headdim'),
     (dict(headdim=4, ngroups=3), 'ngroups'),
     (dict(headdim=4, A_init_range=(0, 4)), 'A_init_range'),
+    (dict(headdim=4, segment_len=0), 'segment_len'),
+    (dict(headdim=4, segment_len=2.5), 'segment_len'),
 ])
 def test_mixer_rejects_bad_sizes(kwargs, match):
     with pytest.raises(ValueError, match=match):
