@@ -236,33 +236,42 @@ class _ChunkedScan(torch.autograd.Function):
         cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
         mask = _decay_mask(cum, lay)
         mix = _mix(mask, cb, lay, inplace=not needs_grad)
-        y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major; y_diag, then y
-        y_gt = lay.head_to_group_token(y)
-
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
         saved_states, finals = (), []
-        if use_states:
+        if not use_states:
+            y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
+        else:
+            Hg, rg = lay.per_group, R * G
             exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
             w = _decay(exit_cum.unsqueeze(-1) - cum, lay.dtype).view(R, H, Lp)  # to exit
-            work = lay.new(R, G, Lp, lay.per_group, P, like=u)  # u w, then y_off
+            work = lay.new(R, G, Lp, Hg, P, like=u)  # u w, then (as (R, H, Lp, P)) y
             torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=work)
             states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(work))  # (R G n_c, N, Hg P)
-            states = states.view(R, G, nc, N, lay.per_group, P)
+            states = states.view(R, G, nc, N, Hg, P)
             decay = lay.head_scalars(_decay(exit_cum, lay.dtype))
             entering = states  # chunk c's slot: S_c, then (overwritten) the state entering c
+            h, spare = (torch.empty_like(states[:lay.batch, :, 0]) for _ in range(2))
             for d, (rows, rev) in enumerate(lay.blocks):
-                h = (torch.zeros_like(states[rows, :, 0]) if h0s[d] is None
-                     else lay.state_to_n_major(h0s[d].to(lay.dtype)))
-                spare = torch.empty_like(h)
+                if h0s[d] is None:
+                    h.zero_()
+                else:
+                    h.copy_(lay.state_to_n_major(h0s[d].to(lay.dtype)))
                 for c in (range(nc - 1, -1, -1) if rev else range(nc)):
                     leaving = torch.addcmul(states[rows, :, c], decay[rows, :, c], h, out=spare)
                     entering[rows, :, c] = h
                     h, spare = leaving, h
                 if want_final:
                     finals.append(lay.state_from_n_major(h))
-            torch.bmm(C3, entering.view(-1, N, lay.per_group * P), out=lay.bmm_rows(work))
+            y = torch.bmm(mix, lay.bmm_rows(u), out=work.view(-1, q, P)).view(R, H, Lp, P)
+            y_gt = lay.head_to_group_token(y)
+            # y_off_i = exp(cum_i) C_i H_c, one chunk at a time into a chunk-sized buffer
             decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
-            y_gt.addcmul_(work, decay_in)
+            C_c, entering_c = C_s.view(rg, nc, q, N), entering.view(rg, nc, N, Hg * P)
+            y_off = torch.empty(rg, q, Hg * P, dtype=lay.dtype, device=dev)
+            for c in range(nc):
+                torch.bmm(C_c[:, c], entering_c[:, c], out=y_off)
+                tokens = slice(c * q, (c + 1) * q)
+                y_gt[:, :, tokens].addcmul_(y_off.view(R, G, q, Hg, P), decay_in[:, :, tokens])
             del work
             saved_states = (w, entering)
 
@@ -329,32 +338,38 @@ class _ChunkedScan(torch.autograd.Function):
             dv = scratch.view(R, G, Lp, Hg, P)  # gradient of H_c C_i
             torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
             dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, Hg * P)
-            d_states = torch.bmm(C3.transpose(1, 2), dv3).view(entering.shape)
             dC3 += torch.bmm(dv3, entering3.transpose(1, 2))
-            # slot c: the gradient of the state entering chunk c, then (overwritten) of the
-            # state leaving it; d_decay_c = <gradient of the state leaving c, state entering c>
-            d_decay = entering.new_empty(R, G, nc, Hg)
-            product = torch.empty_like(entering[:lay.batch, :, 0])
-            for d, (rows, rev) in enumerate(lay.blocks):
-                g = (torch.zeros_like(product) if d_finals[d] is None
-                     else lay.state_to_n_major(d_finals[d].to(lay.dtype)))
-                spare = torch.empty_like(g)
-                for c in (range(nc) if rev else range(nc - 1, -1, -1)):  # backward in time
-                    d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c], out=product).sum(
-                        (2, 4))
-                    g_entering = torch.addcmul(d_states[rows, :, c], decay[rows, :, c], g,
-                                               out=spare)
-                    d_states[rows, :, c] = g
-                    g, spare = g_entering, g
-                d_h0[d] = lay.state_from_n_major(g)
-            d_states3 = d_states.view(-1, N, Hg * P)
-            d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
             uw = dy.view(-1).view(R, G, Lp, Hg, P)  # dy is no longer needed
             torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
-            d_uw = torch.bmm(B3, d_states3, out=scratch.view(-1, q, Hg * P))
-            d_uw = d_uw.view(R, G, Lp, Hg, P)
-            dB3 += torch.bmm(lay.bmm_rows(uw), d_states3.transpose(1, 2))
-            del d_states, d_states3
+            # chunk by chunk, backward in time, with g the gradient of the state leaving chunk c
+            # (d_decay_c = <g, state entering c>); dv's chunk c is read, then holds d(u w)
+            d_decay = entering.new_empty(R, G, nc, Hg)
+            rg, bg = R * G, lay.batch * G
+            chunk_view = lambda t: t.view(rg, nc, q, t.numel() // (rg * Lp))  # noqa: E731
+            B_c, C_c, dB_c, dv_c, uw_c = (chunk_view(t) for t in (B_s, C_s, dB3, dv, uw))
+            product, d_entering, g, spare = (torch.empty_like(entering[:lay.batch, :, 0])
+                                             for _ in range(4))
+            d_uw = torch.empty_like(dv_c[:bg, 0])
+            for d, (rows, rev) in enumerate(lay.blocks):
+                rs = slice(rows.start * G, rows.stop * G)
+                if d_finals[d] is None:
+                    g.zero_()
+                else:
+                    g.copy_(lay.state_to_n_major(d_finals[d].to(lay.dtype)))
+                for c in (range(nc) if rev else range(nc - 1, -1, -1)):
+                    d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c], out=product).sum(
+                        (2, 4))
+                    g3 = g.view(bg, N, Hg * P)
+                    dB_c[rs, c].baddbmm_(uw_c[rs, c], g3.transpose(1, 2))
+                    torch.bmm(C_c[rs, c].transpose(1, 2), dv_c[rs, c],
+                              out=d_entering.view(bg, N, Hg * P))
+                    dv_c[rs, c] = torch.bmm(B_c[rs, c], g3, out=d_uw)
+                    g_entering = torch.addcmul(d_entering, decay[rows, :, c], g, out=spare)
+                    g, spare = g_entering, g
+                if ctx.has_h0[d]:
+                    d_h0[d] = lay.state_from_n_major(g)
+            d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
+            d_uw = dv
             lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
             d_log_w = d_uw.mul_(uw).sum(-1)  # (R, G, Lp, Hg)
             d_log_w = d_log_w.transpose(2, 3).reshape(R, H, nc, q)
