@@ -188,6 +188,17 @@ def _decay(exponent: Tensor, dtype: torch.dtype) -> Tensor:
     return exponent.clamp(min=_MIN_EXPONENT[dtype]).to(dtype).exp_()
 
 
+def _state_decays(cum: Tensor, lay: '_Layout') -> Tuple[Tensor, Tensor, Tensor]:
+    """From cum (R, H, n_c, Q): w = exp(cum_exit - cum) (R, G, Lp, Hg, 1) to each chunk's exit,
+    decay = exp(cum_exit) (R, G, n_c, 1, Hg, 1) across each chunk, decay_in = exp(cum)
+    (R, G, Lp, Hg, 1) from each chunk's entry."""
+    exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
+    w = _decay(exit_cum.unsqueeze(-1) - cum, lay.dtype).view(lay.rows, lay.heads, lay.padded)
+    decay_in = _decay(cum, lay.dtype).view(lay.rows, lay.heads, lay.padded)
+    return (lay.per_head(w), lay.head_scalars(_decay(exit_cum, lay.dtype)),
+            lay.per_head(decay_in))
+
+
 def _mix(mask: Tensor, cb: Tensor, lay: _Layout, inplace: bool = False) -> Tensor:
     """E o C B^T broadcast over the heads of a group: (R H n_c, Q, Q)."""
     q = lay.q
@@ -236,44 +247,42 @@ class _ChunkedScan(torch.autograd.Function):
         cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
         mask = _decay_mask(cum, lay)
         mix = _mix(mask, cb, lay, inplace=not needs_grad)
+        y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
-        saved_states, finals = (), []
-        if not use_states:
-            y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
-        else:
-            Hg, rg = lay.per_group, R * G
-            exit_cum = _exit_values(cum, lay)  # (R, H, n_c)
-            w = _decay(exit_cum.unsqueeze(-1) - cum, lay.dtype).view(R, H, Lp)  # to exit
-            work = lay.new(R, G, Lp, Hg, P, like=u)  # u w, then (as (R, H, Lp, P)) y
-            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=work)
-            states = torch.bmm(B3.transpose(1, 2), lay.bmm_rows(work))  # (R G n_c, N, Hg P)
-            states = states.view(R, G, nc, N, Hg, P)
-            decay = lay.head_scalars(_decay(exit_cum, lay.dtype))
-            entering = states  # chunk c's slot: S_c, then (overwritten) the state entering c
-            h, spare = (torch.empty_like(states[:lay.batch, :, 0]) for _ in range(2))
+        entering, finals = None, []
+        if use_states:
+            # chunk by chunk in each direction's order; the state entering the first chunk is
+            # h0 (or zero: no y_off there), the one leaving the last is only wanted as final
+            Hg, bg = lay.per_group, lay.batch * G
+            w, decay, decay_in = _state_decays(cum, lay)
+            u_gt, y_gt = lay.head_to_group_token(u), lay.head_to_group_token(y)
+            if needs_grad:
+                entering = lay.new(R, G, nc, N, Hg, P, like=u)
+            h, spare, state = (lay.new(lay.batch, G, N, Hg, P, like=u) for _ in range(3))
+            uw, y_off = (lay.new(lay.batch, G, q, Hg, P, like=u) for _ in range(2))
             for d, (rows, rev) in enumerate(lay.blocks):
-                if h0s[d] is None:
+                B_c, C_c = (t[rows].view(bg, nc, q, N) for t in (B_s, C_s))
+                h_is_zero = h0s[d] is None
+                if h_is_zero:
                     h.zero_()
                 else:
                     h.copy_(lay.state_to_n_major(h0s[d].to(lay.dtype)))
-                for c in (range(nc - 1, -1, -1) if rev else range(nc)):
-                    leaving = torch.addcmul(states[rows, :, c], decay[rows, :, c], h, out=spare)
-                    entering[rows, :, c] = h
-                    h, spare = leaving, h
+                for i, c in enumerate(range(nc - 1, -1, -1) if rev else range(nc)):
+                    tokens = slice(c * q, (c + 1) * q)
+                    if entering is not None:
+                        entering[rows, :, c] = h
+                    if not h_is_zero:
+                        torch.bmm(C_c[:, c], h.view(bg, N, Hg * P), out=y_off.view(bg, q, -1))
+                        y_gt[rows, :, tokens].addcmul_(y_off, decay_in[rows, :, tokens])
+                    if i < nc - 1 or want_final:
+                        torch.mul(u_gt[rows, :, tokens], w[rows, :, tokens], out=uw)
+                        torch.bmm(B_c[:, c].transpose(1, 2), uw.view(bg, q, Hg * P),
+                                  out=state.view(bg, N, Hg * P))
+                        torch.addcmul(state, decay[rows, :, c], h, out=spare)
+                        h, spare, h_is_zero = spare, h, False
                 if want_final:
                     finals.append(lay.state_from_n_major(h))
-            y = torch.bmm(mix, lay.bmm_rows(u), out=work.view(-1, q, P)).view(R, H, Lp, P)
-            y_gt = lay.head_to_group_token(y)
-            # y_off_i = exp(cum_i) C_i H_c, one chunk at a time into a chunk-sized buffer
-            decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
-            C_c, entering_c = C_s.view(rg, nc, q, N), entering.view(rg, nc, N, Hg * P)
-            y_off = torch.empty(rg, q, Hg * P, dtype=lay.dtype, device=dev)
-            for c in range(nc):
-                torch.bmm(C_c[:, c], entering_c[:, c], out=y_off)
-                tokens = slice(c * q, (c + 1) * q)
-                y_gt[:, :, tokens].addcmul_(y_off.view(R, G, q, Hg, P), decay_in[:, :, tokens])
-            del work
-            saved_states = (w, entering)
+            del uw, y_off, state, spare
 
         outs = []
         for (rows, _), x, D in zip(lay.blocks, xs, Ds):
@@ -291,7 +300,7 @@ class _ChunkedScan(torch.autograd.Function):
         ctx.d_shapes = [None if D is None else D.shape for D in Ds]
         if needs_grad:
             ctx.save_for_backward(*xs, *As, *[D if D is not None else x for D, x in zip(Ds, xs)],
-                                  dt_s, B_s, C_s, cum, u, mask, mix, y, *saved_states)
+                                  dt_s, B_s, C_s, cum, u, mask, mix, y, entering)
         return tuple(outs + finals)
 
     @staticmethod
@@ -331,47 +340,51 @@ class _ChunkedScan(torch.autograd.Function):
 
         d_h0 = [None] * nd
         if ctx.use_states:
-            w, entering = saved[3 * nd + 8:]
-            Hg = lay.per_group
-            decay = lay.head_scalars(_decay(_exit_values(cum, lay), lay.dtype))
-            decay_in = lay.per_head(_decay(cum, lay.dtype).view(R, H, Lp))
-            dv = scratch.view(R, G, Lp, Hg, P)  # gradient of H_c C_i
-            torch.mul(lay.head_to_group_token(dy), decay_in, out=dv)
-            dv3, entering3 = lay.bmm_rows(dv), entering.view(-1, N, Hg * P)
-            dC3 += torch.bmm(dv3, entering3.transpose(1, 2))
-            uw = dy.view(-1).view(R, G, Lp, Hg, P)  # dy is no longer needed
-            torch.mul(lay.head_to_group_token(u), lay.per_head(w), out=uw)
-            # chunk by chunk, backward in time, with g the gradient of the state leaving chunk c
-            # (d_decay_c = <g, state entering c>); dv's chunk c is read, then holds d(u w)
-            d_decay = entering.new_empty(R, G, nc, Hg)
-            rg, bg = R * G, lay.batch * G
-            chunk_view = lambda t: t.view(rg, nc, q, t.numel() // (rg * Lp))  # noqa: E731
-            B_c, C_c, dB_c, dv_c, uw_c = (chunk_view(t) for t in (B_s, C_s, dB3, dv, uw))
-            product, d_entering, g, spare = (torch.empty_like(entering[:lay.batch, :, 0])
+            # the forward's chunk loop run backward in time; g = gradient of the state leaving
+            # chunk c (zero after the last chunk unless the final state has a gradient)
+            entering = saved[3 * nd + 8]
+            Hg, bg = lay.per_group, lay.batch * G
+            w, decay, decay_in = _state_decays(cum, lay)
+            u_gt, dy_gt, du_gt = (lay.head_to_group_token(t) for t in (u, dy, du))
+            d_decay = entering.new_zeros(R, G, nc, Hg)
+            d_log_w = entering.new_zeros(R, G, Lp, Hg)
+            g, spare, d_entering, product = (lay.new(lay.batch, G, N, Hg, P, like=u)
                                              for _ in range(4))
-            d_uw = torch.empty_like(dv_c[:bg, 0])
+            uw, d_uw, dv = (lay.new(lay.batch, G, q, Hg, P, like=u) for _ in range(3))
             for d, (rows, rev) in enumerate(lay.blocks):
-                rs = slice(rows.start * G, rows.stop * G)
-                if d_finals[d] is None:
+                B_c, C_c, dB_c, dC_c = (t.view(R, G, Lp, N)[rows].view(bg, nc, q, N)
+                                        for t in (B_s, C_s, dB3, dC3))
+                g_is_zero = d_finals[d] is None
+                if g_is_zero:
                     g.zero_()
                 else:
                     g.copy_(lay.state_to_n_major(d_finals[d].to(lay.dtype)))
-                for c in (range(nc) if rev else range(nc - 1, -1, -1)):
-                    d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c], out=product).sum(
-                        (2, 4))
+                for i, c in enumerate(range(nc) if rev else range(nc - 1, -1, -1)):
+                    tokens = slice(c * q, (c + 1) * q)
                     g3 = g.view(bg, N, Hg * P)
-                    dB_c[rs, c].baddbmm_(uw_c[rs, c], g3.transpose(1, 2))
-                    torch.bmm(C_c[rs, c].transpose(1, 2), dv_c[rs, c],
-                              out=d_entering.view(bg, N, Hg * P))
-                    dv_c[rs, c] = torch.bmm(B_c[rs, c], g3, out=d_uw)
-                    g_entering = torch.addcmul(d_entering, decay[rows, :, c], g, out=spare)
-                    g, spare = g_entering, g
+                    if not g_is_zero:
+                        d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c],
+                                                        out=product).sum((2, 4))
+                        torch.mul(u_gt[rows, :, tokens], w[rows, :, tokens], out=uw)
+                        dB_c[:, c].baddbmm_(uw.view(bg, q, Hg * P), g3.transpose(1, 2))
+                        torch.bmm(B_c[:, c], g3, out=d_uw.view(bg, q, Hg * P))
+                        du_gt[rows, :, tokens].addcmul_(d_uw, w[rows, :, tokens])
+                        d_log_w[rows, :, tokens] = d_uw.mul_(uw).sum(-1)
+                    if i == nc - 1 and not ctx.has_h0[d]:
+                        break  # the state entering the first chunk is a constant zero
+                    torch.mul(dy_gt[rows, :, tokens], decay_in[rows, :, tokens], out=dv)
+                    dv3 = dv.view(bg, q, Hg * P)
+                    dC_c[:, c].baddbmm_(dv3, entering[rows, :, c].view(bg, N, Hg * P)
+                                        .transpose(1, 2))
+                    torch.bmm(C_c[:, c].transpose(1, 2), dv3, out=d_entering.view(bg, N, -1))
+                    if g_is_zero:
+                        spare.copy_(d_entering)
+                    else:
+                        torch.addcmul(d_entering, decay[rows, :, c], g, out=spare)
+                    g, spare, g_is_zero = spare, g, False
                 if ctx.has_h0[d]:
                     d_h0[d] = lay.state_from_n_major(g)
             d_exit = d_decay * decay[:, :, :, 0, :, 0]  # (R, G, n_c, Hg)
-            d_uw = dv
-            lay.head_to_group_token(du).addcmul_(d_uw, lay.per_head(w))
-            d_log_w = d_uw.mul_(uw).sum(-1)  # (R, G, Lp, Hg)
             d_log_w = d_log_w.transpose(2, 3).reshape(R, H, nc, q)
             d_exit = d_exit.transpose(2, 3).reshape(R, H, nc) + d_log_w.sum(-1)
             d_cum = d_cum - d_log_w
