@@ -322,21 +322,24 @@ class _ChunkedScan(torch.autograd.Function):
         dy_tok = dy.transpose(1, 2)
         for (rows, _), g in zip(lay.blocks, dys):
             dy_tok[rows, :L] = g
-        dy3, u3 = lay.bmm_rows(dy), lay.bmm_rows(u)
-        scratch = torch.empty_like(u)  # products that are only summed
+        dy3 = lay.bmm_rows(dy)
+        row = lay.new(H, Lp, P, like=u)  # one row's product, summed at once
 
         # intra-chunk part: d(E o CB) = dy u^T; E o d(CB) summed over the heads of a group
         du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
-        d_mix = torch.bmm(dy3, u3.transpose(1, 2)).mul_(mask.view(-1, q, q))
-        d_cb = d_mix.view(R, G, lay.per_group, nc, q, q).sum(2).view(-1, q, q)
+        d_cb = lay.new(R, G, nc, q, q, like=u)
+        d_mix = lay.new(H * nc, q, q, like=u)
+        for r in range(R):
+            torch.bmm(lay.bmm_rows(dy[r:r + 1]), lay.bmm_rows(u[r:r + 1]).transpose(1, 2),
+                      out=d_mix).mul_(mask[r].view(-1, q, q))
+            torch.sum(d_mix.view(G, lay.per_group, nc, q, q), 1, out=d_cb[r])
         del d_mix
+        d_cb = d_cb.view(-1, q, q)
         dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
         del d_cb
         # d cum_i = dy_i . y_i (row i of E o CB and the incoming-state term) - u_i . du_i (column i)
-        d_cum = torch.mul(dy, y, out=scratch).sum(-1)
-        d_cum.sub_(torch.mul(u, du, out=scratch).sum(-1))
-        d_cum = d_cum.view(R, H, nc, q)
+        d_cum = _dot_rows(dy, y, row).sub_(_dot_rows(u, du, row)).view(R, H, nc, q)
 
         d_h0 = [None] * nd
         if ctx.use_states:
@@ -401,13 +404,13 @@ class _ChunkedScan(torch.autograd.Function):
             x, A, D, g = xs[d], As[d], Ds[d], dys[d]
             x_dt, dt_dt, _, B_dt, C_dt, D_dt, h0_dt = ctx.dtypes[d]
             dt, du_d, da_d = dt_s[rows, :L], du_tok[rows, :L], da[rows, :L]
-            x_g = scratch.view(-1)[:x.numel()].view(x.shape)
-            ddt = torch.mul(du_d, x, out=x_g).sum(-1).add_(da_d * A.to(lay.dtype)).to(dt_dt)
+            x_row = row.view(-1)[:x[0].numel()].view(x[0].shape)
+            ddt = _dot_rows(du_d, x, x_row).add_(da_d * A.to(lay.dtype)).to(dt_dt)
             dx = torch.mul(du_d, dt.unsqueeze(-1))
             dD = None
             if D is not None:
                 dx.addcmul_(g, _skip_weight(D, lay.dtype))
-                dD = torch.mul(g, x, out=x_g).sum((0, 1))
+                dD = _dot_rows(g, x, x_row, dims=(0,)).sum(0)  # (H, P)
                 dD = (dD.sum(-1) if D.dim() == 1 else dD).to(D_dt)
             dA = (da_d * dt).sum((0, 1)).to(A.dtype)
             dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
@@ -415,6 +418,12 @@ class _ChunkedScan(torch.autograd.Function):
             dh0 = d_h0[d].to(h0_dt) if ctx.has_h0[d] else None  # an h0 turns the states on
             out += [dx.to(x_dt), ddt, dA, dB, dC, dD, dh0]
         return (None, None, None, *out)
+
+
+def _dot_rows(a: Tensor, b: Tensor, row: Tensor, dims: Tuple[int, ...] = (-1,)) -> Tensor:
+    """(a * b) summed over ``dims`` of each a[i], stacked over i; one index of dim 0 at a time
+    through the buffer ``row`` (a[0]'s shape), so no a-sized product is allocated."""
+    return torch.stack([torch.mul(a[i], b[i], out=row).sum(dims) for i in range(a.shape[0])])
 
 
 def _skip_weight(D: Tensor, dtype: torch.dtype) -> Tensor:
