@@ -228,3 +228,20 @@ def test_double_backward_is_refused():
     with pytest.raises(RuntimeError, match='differentiate twice a function that was marked with '
                                            '@once_differentiable'):
         dx.sum().backward()
+
+
+@pytest.mark.parametrize('block_bytes', [1, 2**30])
+def test_no_grad_forward_in_head_blocks_matches_the_oracle(block_bytes, monkeypatch):
+    """Without autograd the (Q, Q) matrices are built a few heads of one row at a time; a 1-byte
+    budget forces one head per block (several blocks per group, G = 2, both directions)."""
+    monkeypatch.setattr(chunk_module, '_MASK_BLOCK_BYTES', block_bytes)
+    fwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=17),
+               torch.float32)
+    bwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=18),
+               torch.float32)
+    with torch.no_grad():
+        y_fwd, y_bwd = ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd},
+                                              chunk_size=16, dt_softplus=True, impl='torch')
+    _assert_close(y_fwd, ssd_scan_naive(**fwd, dt_softplus=True), TOL[torch.float32], 'y_fwd')
+    _assert_close(y_bwd, ssd_scan_naive(**bwd, dt_softplus=True, reverse=True),
+                  TOL[torch.float32], 'y_bwd')

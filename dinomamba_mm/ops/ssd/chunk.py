@@ -144,6 +144,7 @@ _EXACT_CUM = 512.0  # float32 differences of running sums below this are off by 
 # exp() of these is a normal number (float32: 1.2e-26, float64: 5e-261): a smaller decay is
 # negligible next to the diagonal's exp(0) = 1 in every sum it enters
 _MIN_EXPONENT = {torch.float32: -60.0, torch.float64: -600.0}
+_MASK_BLOCK_BYTES = 4 * 2**20  # no-grad forward: (Q, Q) matrices built per block of this size
 
 
 def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
@@ -152,8 +153,9 @@ def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
                       for rows, rev in layout.blocks], dim=0)
 
 
-def _decay_mask(cum: Tensor, layout: _Layout) -> Tensor:
-    """E (R, H, n_c, Q, Q) = exp(cum_i - cum_j) on each row's causal side, 0 elsewhere.
+def _decay_mask(cum: Tensor, reverse: bool, out: Tensor) -> Tensor:
+    """E (..., n_c, Q, Q) = exp(cum_i - cum_j) on the causal side (i >= j, or i <= j when
+    ``reverse``), 0 elsewhere, written into ``out`` (float32 / float64) from cum (..., n_c, Q).
 
     ``cum`` is float64. In float32, cum_i - cum_j loses |cum| * 2^-24 to rounding, which matters
     once |cum| is large (|dt' A| ~ 1e4 per step); then cum is split into a float32 head and tail
@@ -163,24 +165,15 @@ def _decay_mask(cum: Tensor, layout: _Layout) -> Tensor:
     product with the denormals it yields, takes a microcode slow path ~10-90x slower on x86.
     The non-causal side is zeroed before the exp (so it cannot overflow) and after it.
     """
-    mask = layout.new(*cum.shape, layout.q, like=cum)
-    hi = cum.to(layout.dtype)
-    torch.sub(hi.unsqueeze(-1), hi.unsqueeze(-2), out=mask)
-    if layout.dtype != torch.float64 and cum.abs().max() > _EXACT_CUM:
-        lo = (cum - hi.double()).to(layout.dtype)
-        mask.add_(lo.unsqueeze(-1)).sub_(lo.unsqueeze(-2))
-    _zero_non_causal(mask, layout)
-    mask.clamp_(min=_MIN_EXPONENT[layout.dtype]).exp_()
-    return _zero_non_causal(mask, layout)
-
-
-def _zero_non_causal(t: Tensor, layout: _Layout) -> Tensor:
-    """Zero the (Q, Q) blocks of ``t`` (R, ..., Q, Q) above (forward rows) or below (reverse rows)
-    the diagonal, in place."""
-    for rows, rev in layout.blocks:
-        block = t[rows]
-        block.triu_() if rev else block.tril_()
-    return t
+    hi = cum.to(out.dtype)
+    torch.sub(hi.unsqueeze(-1), hi.unsqueeze(-2), out=out)
+    if out.dtype != torch.float64 and cum.abs().max() > _EXACT_CUM:
+        lo = (cum - hi.double()).to(out.dtype)
+        out.add_(lo.unsqueeze(-1)).sub_(lo.unsqueeze(-2))
+    zero_non_causal = out.triu_ if reverse else out.tril_
+    zero_non_causal()
+    out.clamp_(min=_MIN_EXPONENT[out.dtype]).exp_()
+    return zero_non_causal()
 
 
 def _decay(exponent: Tensor, dtype: torch.dtype) -> Tensor:
@@ -197,14 +190,6 @@ def _state_decays(cum: Tensor, lay: '_Layout') -> Tuple[Tensor, Tensor, Tensor]:
     decay_in = _decay(cum, lay.dtype).view(lay.rows, lay.heads, lay.padded)
     return (lay.per_head(w), lay.head_scalars(_decay(exit_cum, lay.dtype)),
             lay.per_head(decay_in))
-
-
-def _mix(mask: Tensor, cb: Tensor, lay: _Layout, inplace: bool = False) -> Tensor:
-    """E o C B^T broadcast over the heads of a group: (R H n_c, Q, Q)."""
-    q = lay.q
-    mask = mask.view(lay.rows, lay.groups, lay.per_group, lay.n_chunks, q, q)
-    cb = cb.view(lay.rows, lay.groups, 1, lay.n_chunks, q, q)
-    return (mask.mul_(cb) if inplace else mask * cb).view(-1, q, q)
 
 
 class _ChunkedScan(torch.autograd.Function):
@@ -245,9 +230,28 @@ class _ChunkedScan(torch.autograd.Function):
 
         needs_grad = any(ctx.needs_input_grad)
         cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
-        mask = _decay_mask(cum, lay)
-        mix = _mix(mask, cb, lay, inplace=not needs_grad)
-        y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
+        Hg = lay.per_group
+        cb = cb.view(R, G, 1, nc, q, q)
+        if needs_grad:  # E and E o CB are kept for the backward pass
+            mask = lay.new(R, H, nc, q, q, like=u)
+            for rows, rev in lay.blocks:
+                _decay_mask(cum[rows], rev, out=mask[rows])
+            mix = (mask.view(R, G, Hg, nc, q, q) * cb).view(-1, q, q)
+            y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
+        else:  # (Q, Q) matrices for a few heads of one row at a time, in one reused buffer
+            y = lay.new(R, H, Lp, P, like=u)
+            per_head = nc * q * q * torch.finfo(lay.dtype).bits // 8
+            block = max(k for k in range(1, Hg + 1)
+                        if Hg % k == 0 and (k == 1 or k * per_head <= _MASK_BLOCK_BYTES))
+            mix = lay.new(block, nc, q, q, like=u)
+            for rows, rev in lay.blocks:
+                for r in range(rows.start, rows.stop):
+                    for h in range(0, H, block):
+                        heads = slice(h, h + block)
+                        _decay_mask(cum[r, heads], rev, out=mix).mul_(cb[r, h // Hg])
+                        torch.bmm(mix.view(-1, q, q), u[r, heads].view(-1, q, P),
+                                  out=y[r, heads].view(-1, q, P))
+            del mix
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
         entering, finals = None, []
         if use_states:
