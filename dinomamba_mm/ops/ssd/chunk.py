@@ -19,7 +19,7 @@ tensors; the decay gradient comes from row/column identities (d cum_i = dy_i . y
 plus the state terms), so no (Q, Q) gradient of the segment sums is ever formed.
 """
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -230,28 +230,21 @@ class _ChunkedScan(torch.autograd.Function):
 
         needs_grad = any(ctx.needs_input_grad)
         cb = torch.bmm(C3, B3.transpose(1, 2))  # (R G n_c, Q, Q)
-        Hg = lay.per_group
+        # E (kept for the backward pass when a gradient is needed) and E o CB, a few heads of one
+        # row at a time: E o CB is only ever block-sized
         cb = cb.view(R, G, 1, nc, q, q)
-        if needs_grad:  # E and E o CB are kept for the backward pass
-            mask = lay.new(R, H, nc, q, q, like=u)
-            for rows, rev in lay.blocks:
-                _decay_mask(cum[rows], rev, out=mask[rows])
-            mix = (mask.view(R, G, Hg, nc, q, q) * cb).view(-1, q, q)
-            y = torch.bmm(mix, lay.bmm_rows(u)).view(R, H, Lp, P)  # head-major
-        else:  # (Q, Q) matrices for a few heads of one row at a time, in one reused buffer
-            y = lay.new(R, H, Lp, P, like=u)
-            per_head = nc * q * q * torch.finfo(lay.dtype).bits // 8
-            block = max(k for k in range(1, Hg + 1)
-                        if Hg % k == 0 and (k == 1 or k * per_head <= _MASK_BLOCK_BYTES))
-            mix = lay.new(block, nc, q, q, like=u)
-            for rows, rev in lay.blocks:
-                for r in range(rows.start, rows.stop):
-                    for h in range(0, H, block):
-                        heads = slice(h, h + block)
-                        _decay_mask(cum[r, heads], rev, out=mix).mul_(cb[r, h // Hg])
-                        torch.bmm(mix.view(-1, q, q), u[r, heads].view(-1, q, P),
-                                  out=y[r, heads].view(-1, q, P))
-            del mix
+        mask = lay.new(R, H, nc, q, q, like=u) if needs_grad else None
+        y = lay.new(R, H, Lp, P, like=u)  # head-major
+        mix = lay.new(_heads_per_block(lay), nc, q, q, like=u)
+        for r, heads, grp, rev in _head_blocks(lay):
+            if mask is None:
+                _decay_mask(cum[r, heads], rev, out=mix).mul_(cb[r, grp])
+            else:
+                torch.mul(_decay_mask(cum[r, heads], rev, out=mask[r, heads]), cb[r, grp],
+                          out=mix)
+            torch.bmm(mix.view(-1, q, q), u[r, heads].view(-1, q, P),
+                      out=y[r, heads].view(-1, q, P))
+        del mix
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
         entering, finals = None, []
         if use_states:
@@ -304,7 +297,7 @@ class _ChunkedScan(torch.autograd.Function):
         ctx.d_shapes = [None if D is None else D.shape for D in Ds]
         if needs_grad:
             ctx.save_for_backward(*xs, *As, *[D if D is not None else x for D, x in zip(Ds, xs)],
-                                  dt_s, B_s, C_s, cum, u, mask, mix, y, entering)
+                                  dt_s, B_s, C_s, cum, u, mask, cb, y, entering)
         return tuple(outs + finals)
 
     @staticmethod
@@ -316,7 +309,7 @@ class _ChunkedScan(torch.autograd.Function):
         saved = ctx.saved_tensors
         xs, As, Ds = saved[:nd], saved[nd:2 * nd], saved[2 * nd:3 * nd]
         Ds = [D if shape is not None else None for D, shape in zip(Ds, ctx.d_shapes)]
-        dt_s, B_s, C_s, cum, u, mask, mix, y = saved[3 * nd:3 * nd + 8]
+        dt_s, B_s, C_s, cum, u, mask, cb, y = saved[3 * nd:3 * nd + 8]
         dys = grads[:nd]
         d_finals = grads[nd:] if ctx.want_final else [None] * nd
         B3, C3 = lay.bmm_rows(B_s), lay.bmm_rows(C_s)
@@ -326,18 +319,21 @@ class _ChunkedScan(torch.autograd.Function):
         dy_tok = dy.transpose(1, 2)
         for (rows, _), g in zip(lay.blocks, dys):
             dy_tok[rows, :L] = g
-        dy3 = lay.bmm_rows(dy)
         row = lay.new(H, Lp, P, like=u)  # one row's product, summed at once
 
-        # intra-chunk part: d(E o CB) = dy u^T; E o d(CB) summed over the heads of a group
-        du = torch.bmm(mix.transpose(1, 2), dy3).view(R, H, Lp, P)
-        d_cb = lay.new(R, G, nc, q, q, like=u)
-        d_mix = lay.new(H * nc, q, q, like=u)
-        for r in range(R):
-            torch.bmm(lay.bmm_rows(dy[r:r + 1]), lay.bmm_rows(u[r:r + 1]).transpose(1, 2),
-                      out=d_mix).mul_(mask[r].view(-1, q, q))
-            torch.sum(d_mix.view(G, lay.per_group, nc, q, q), 1, out=d_cb[r])
-        del d_mix
+        # intra-chunk part, per head block as in forward: du = (E o CB)^T dy,
+        # d(E o CB) = dy u^T, and E o d(E o CB) summed over the heads of a group is d(CB)
+        du = lay.new(R, H, Lp, P, like=u)
+        d_cb = torch.zeros(R, G, nc, q, q, dtype=lay.dtype, device=dev)
+        work = lay.new(_heads_per_block(lay), nc, q, q, like=u)
+        work3 = work.view(-1, q, q)
+        for r, heads, grp, _ in _head_blocks(lay):
+            torch.mul(mask[r, heads], cb[r, grp], out=work)
+            dy3, u3 = dy[r, heads].view(-1, q, P), u[r, heads].view(-1, q, P)
+            torch.bmm(work3.transpose(1, 2), dy3, out=du[r, heads].view(-1, q, P))
+            torch.bmm(dy3, u3.transpose(1, 2), out=work3).mul_(mask[r, heads].view(-1, q, q))
+            d_cb[r, grp] += work.sum(0)
+        del work, work3
         d_cb = d_cb.view(-1, q, q)
         dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
@@ -422,6 +418,23 @@ class _ChunkedScan(torch.autograd.Function):
             dh0 = d_h0[d].to(h0_dt) if ctx.has_h0[d] else None  # an h0 turns the states on
             out += [dx.to(x_dt), ddt, dA, dB, dC, dD, dh0]
         return (None, None, None, *out)
+
+
+def _heads_per_block(lay: '_Layout') -> int:
+    """Heads per block of :func:`_head_blocks`: whole heads of one group, as many as fit their
+    (Q, Q) matrices for all chunks in ``_MASK_BLOCK_BYTES`` (at least one)."""
+    per_head = lay.n_chunks * lay.q * lay.q * torch.finfo(lay.dtype).bits // 8
+    return max(k for k in range(1, lay.per_group + 1)
+               if lay.per_group % k == 0 and (k == 1 or k * per_head <= _MASK_BLOCK_BYTES))
+
+
+def _head_blocks(lay: '_Layout') -> Iterator[Tuple[int, slice, int, bool]]:
+    """(row, heads, group, reverse) for the head blocks of every stacked row."""
+    block = _heads_per_block(lay)
+    for rows, rev in lay.blocks:
+        for r in range(rows.start, rows.stop):
+            for h in range(0, lay.heads, block):
+                yield r, slice(h, h + block), h // lay.per_group, rev
 
 
 def _dot_rows(a: Tensor, b: Tensor, row: Tensor, dims: Tuple[int, ...] = (-1,)) -> Tensor:
