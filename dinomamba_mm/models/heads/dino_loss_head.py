@@ -31,18 +31,36 @@ class DINOLossHead(BaseModule):
     continues exactly. ``teacher_temp`` is set by :class:`DINOTeacherTempHook` when the
     warm-up schedule is used.
 
+    ``centering='sinkhorn_knopp'`` replaces the centred softmax of the teacher by the
+    Sinkhorn-Knopp normalisation of DINOv2 (Oquab et al., 2023): the matrix
+    ``exp(t / teacher_temp)`` of all teacher crops of the batch (all processes) is rescaled
+    alternately so that every prototype receives the same total mass and every sample's row
+    sums to one, ``sinkhorn_iterations`` times. The targets then spread the batch evenly over
+    the prototypes, which rules out both collapses (one prototype for everything, or uniform
+    targets) without a running centre; small batches and short runs, where the EMA centre
+    lags and the mean-centred loss oscillates between the two collapses, need it. The centre
+    is still tracked (for logging and checkpoints) but not used.
+
     Args:
         out_channels (int): Number of prototypes K (size of the centre).
         student_temp (float): Student temperature. Defaults to 0.1.
         teacher_temp (float): Initial teacher temperature. Defaults to 0.04.
         center_momentum (float): EMA momentum of the centre. Defaults to 0.9.
+        centering (str): ``'mean'`` (DINO, the paper's) or ``'sinkhorn_knopp'`` (DINOv2).
+            Defaults to ``'mean'``.
+        sinkhorn_iterations (int): Normalisation rounds of ``'sinkhorn_knopp'``.
+            Defaults to 3.
     """
+
+    CENTERINGS = ('mean', 'sinkhorn_knopp')
 
     def __init__(self,
                  out_channels: int,
                  student_temp: float = 0.1,
                  teacher_temp: float = 0.04,
                  center_momentum: float = 0.9,
+                 centering: str = 'mean',
+                 sinkhorn_iterations: int = 3,
                  init_cfg=None) -> None:
         super().__init__(init_cfg=init_cfg)
         if not isinstance(out_channels, int) or out_channels < 1:
@@ -52,6 +70,13 @@ class DINOLossHead(BaseModule):
                              f'student_temp={student_temp}, teacher_temp={teacher_temp}')
         if not 0.0 <= center_momentum <= 1.0:
             raise ValueError(f'center_momentum must be in [0, 1], got {center_momentum}')
+        if centering not in self.CENTERINGS:
+            raise ValueError(f'centering must be one of {self.CENTERINGS}, got {centering!r}')
+        if not isinstance(sinkhorn_iterations, int) or sinkhorn_iterations < 1:
+            raise ValueError('sinkhorn_iterations must be a positive int, '
+                             f'got {sinkhorn_iterations!r}')
+        self.centering = centering
+        self.sinkhorn_iterations = sinkhorn_iterations
         self.student_temp = student_temp
         self.center_momentum = center_momentum
         self.register_buffer('center', torch.zeros(1, out_channels))
@@ -82,10 +107,15 @@ class DINOLossHead(BaseModule):
                 raise ValueError(f'every crop must have scores of shape {shape}, '
                                  f'got {tuple(scores.shape)}')
 
-        teacher_probs = [
-            F.softmax((t.detach().float() - self.center) / self.teacher_temp, dim=-1)
-            for t in teacher_scores
-        ]
+        if self.centering == 'mean':
+            teacher_probs = [
+                F.softmax((t.detach().float() - self.center) / self.teacher_temp, dim=-1)
+                for t in teacher_scores
+            ]
+        else:
+            teacher_probs = list(
+                self.sinkhorn_knopp(torch.cat(teacher_scores).detach().float()).chunk(
+                    num_teacher))
         student_log_probs = [
             F.log_softmax(s.float() / self.student_temp, dim=-1) for s in student_scores
         ]
@@ -99,6 +129,31 @@ class DINOLossHead(BaseModule):
                 num_pairs += 1
         self.update_center(torch.cat(teacher_scores).detach())
         return total / num_pairs
+
+    @torch.no_grad()
+    def sinkhorn_knopp(self, teacher_scores: torch.Tensor) -> torch.Tensor:
+        """Balanced teacher targets of DINOv2 for this process's rows.
+
+        Args:
+            teacher_scores (Tensor): (M, K) scores of every teacher crop of the local batch.
+
+        Returns:
+            Tensor: (M, K) targets, rows summing to one; over the global batch (all processes)
+            the total mass of each prototype approaches M_global / K as the rounds grow.
+        """
+        num_prototypes = teacher_scores.shape[1]
+        # subtracting the global max keeps exp finite; it cancels in every normalisation
+        shift = teacher_scores.max().reshape(1)
+        dist.all_reduce(shift, op='max')
+        q = torch.exp((teacher_scores - shift) / self.teacher_temp)
+        num_rows = teacher_scores.new_tensor([teacher_scores.shape[0]])
+        dist.all_reduce(num_rows, op='sum')
+        for _ in range(self.sinkhorn_iterations):
+            column_mass = q.sum(dim=0)
+            dist.all_reduce(column_mass, op='sum')
+            q = q / (column_mass * num_prototypes)
+            q = q / q.sum(dim=1, keepdim=True) / num_rows
+        return q * num_rows
 
     @torch.no_grad()
     def update_center(self, teacher_scores: torch.Tensor) -> None:

@@ -103,3 +103,57 @@ def test_bad_shapes_and_args():
         DINOLossHead(out_channels=3, student_temp=0.)
     with pytest.raises(ValueError, match='center_momentum'):
         DINOLossHead(out_channels=3, center_momentum=1.5)
+
+
+def _hand_sinkhorn(scores, temp, rounds):
+    """Sinkhorn-Knopp written out with explicit loops over prototypes and samples (float64)."""
+    q = np.exp(scores / temp)
+    m, k = q.shape
+    for _ in range(rounds):
+        for c in range(k):
+            q[:, c] = q[:, c] / q[:, c].sum() / k
+        for r in range(m):
+            q[r] = q[r] / q[r].sum() / m
+    return q * m
+
+
+def test_sinkhorn_knopp_targets_match_hand_computation():
+    rng = np.random.default_rng(1)
+    batch, k, temp = 4, 6, 0.07
+    student = [rng.normal(size=(batch, k)) for _ in range(3)]
+    teacher = [rng.normal(size=(batch, k)) for _ in range(2)]
+    head = DINOLossHead(out_channels=k, student_temp=0.1, teacher_temp=temp,
+                        centering='sinkhorn_knopp', sinkhorn_iterations=3)
+    loss = head.loss([torch.tensor(s, dtype=torch.float32) for s in student],
+                     [torch.tensor(t, dtype=torch.float32) for t in teacher])
+
+    targets = _hand_sinkhorn(np.concatenate(teacher), temp, 3)
+    total, pairs = 0.0, 0
+    for i in range(2):
+        p_t = targets[i * batch:(i + 1) * batch]
+        for j, s in enumerate(student):
+            if i != j:
+                total += -(p_t * np.log(_softmax(s / 0.1))).sum(axis=1).mean()
+                pairs += 1
+    assert loss.item() == pytest.approx(total / pairs, rel=1e-5)
+
+
+def test_sinkhorn_knopp_balances_prototypes_where_softmax_collapses():
+    # every sample prefers prototype 0: the plain softmax puts nearly all mass there, the
+    # Sinkhorn-Knopp targets spread the batch evenly over the prototypes
+    scores = torch.zeros(12, 4)
+    scores[:, 0] = 1.0
+    scores += 0.01 * torch.arange(48, dtype=torch.float32).reshape(12, 4).sin()
+    head = DINOLossHead(out_channels=4, teacher_temp=0.04, centering='sinkhorn_knopp',
+                        sinkhorn_iterations=50)
+    q = head.sinkhorn_knopp(scores)
+    torch.testing.assert_close(q.sum(dim=1), torch.ones(12))
+    torch.testing.assert_close(q.sum(dim=0), torch.full((4, ), 3.0), rtol=1e-3, atol=1e-3)
+    assert torch.softmax(scores / 0.04, dim=1)[:, 0].min() > 0.99
+
+
+@pytest.mark.parametrize('kwargs, name', [(dict(centering='median'), 'centering'),
+                                          (dict(sinkhorn_iterations=0), 'sinkhorn_iterations')])
+def test_bad_centering_arguments_are_named(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        DINOLossHead(out_channels=4, **kwargs)
