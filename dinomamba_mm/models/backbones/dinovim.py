@@ -127,7 +127,8 @@ class DinoVim(BaseBackbone):
         mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
             defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
             dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
-            ssd_impl None.
+            ssd_impl None; and segment_len 512 (no-grad sequences longer than this run in
+            segments of at most this many tokens: less memory, same result).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
             checkpoint=...)`` (strict). Random initialisation happens at construction.
 

@@ -42,8 +42,9 @@ class BidirectionalMamba2Mixer(nn.Module):
 
     Without autograd, sequences longer than ``segment_len`` run in segments: the backward
     direction right to left, then the forward one left to right, each scan carrying its state
-    from segment to segment (same result; the scan's temporaries then scale with the segment,
-    not the sequence, which sets the peak memory of high-resolution inference).
+    from segment to segment (same result; the xBC and dt rows of in_proj run twice per token,
+    but the per-block temporaries scale with the segment, not the sequence: they set the peak
+    memory of high-resolution inference).
 
     Analysis: :meth:`ssd_inputs` returns the per-direction scan inputs (x, dt, A, B, C after the
     convolution, D, dt_bias, ...) of a given mixer input; :meth:`mixing_matrices` materialises
@@ -87,7 +88,7 @@ class BidirectionalMamba2Mixer(nn.Module):
                  norm_before_gate: bool = False,
                  norm_eps: float = 1e-5,
                  ssd_impl: Optional[str] = None,
-                 segment_len: Optional[int] = 1024) -> None:
+                 segment_len: Optional[int] = 512) -> None:
         super().__init__()
         d_inner = expand * embed_dims
         if d_inner % headdim != 0:
@@ -216,52 +217,65 @@ class BidirectionalMamba2Mixer(nn.Module):
     def _forward_in_segments(self, u: torch.Tensor) -> torch.Tensor:
         """Same as the whole-sequence forward, without autograd, segment by segment.
 
-        Only ``in_proj``'s output (B, L, 2 d_inner + 2GN + H) and the mixed features
-        (B, L, d_inner) span the sequence; each segment's convolution reads up to K - 1 tokens
-        of its neighbour, and each scan enters a segment with the state the previous segment
-        (in scan order) left.
+        Only the input u (B, L, D) and one (B, L, d_inner) buffer span the sequence: the first
+        pass (backward direction) projects its segments to xBC and dt only and stores y_bwd;
+        the second projects them in full and mixes. Each segment's projection includes the
+        K - 1 neighbouring tokens its convolution reads; each scan enters a segment with the
+        state the previous segment in scan order left.
         """
-        zxbcdt = self.in_proj(u)
         segments = self._segments(u.shape[1])
-        mixed = zxbcdt.new_empty(*zxbcdt.shape[:-1], self.d_inner)
+        mixed = None
         state = None
         for start, end in reversed(segments):
-            y, state = self._scan_segment(zxbcdt, start, end, backward=True, state=state)
-            mixed[:, start:end] = self.norm_b(y, zxbcdt[:, start:end, :self.d_inner])
+            _, y, state = self._scan_segment(u, start, end, backward=True, state=state)
+            if mixed is None:
+                mixed = y.new_empty(*u.shape[:-1], self.d_inner)
+            mixed[:, start:end] = y
         state = None
         for start, end in segments:
-            y, state = self._scan_segment(zxbcdt, start, end, backward=False, state=state)
-            mixed[:, start:end] += self.norm(y, zxbcdt[:, start:end, :self.d_inner])
+            z, y, state = self._scan_segment(u, start, end, backward=False, state=state)
+            both = self.norm(y, z)
+            both += self.norm_b(mixed[:, start:end], z)
+            mixed[:, start:end] = both
         return self.out_proj(mixed.div_(2))
 
-    def _scan_segment(self, zxbcdt: torch.Tensor, start: int, end: int, backward: bool,
-                      state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """One direction's conv + scan over tokens [start, end).
+    def _scan_segment(
+        self, u: torch.Tensor, start: int, end: int, backward: bool,
+        state: Optional[torch.Tensor]
+    ) -> Tuple[Optional[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """Projection, one direction's conv and scan over tokens [start, end) of u (B, L, D).
 
         Args:
-            zxbcdt: (B, L, 2 d_inner + 2GN + H) output of ``in_proj``.
             state: (B, H, P, N) state entering the segment in scan order (None: zeros).
 
         Returns:
-            y (B, end - start, d_inner) before the gated norm, and the state leaving the segment.
+            the gate z (B, S, d_inner) (None for the backward direction, which projects only
+            xBC and dt), y (B, S, d_inner) before the gated norm and the state leaving the
+            segment; S = end - start.
         """
         if backward:
             conv, a_log, d, dt_bias = self.conv1d_b, self.A_log_b, self.D_b, self.dt_b_bias
-            first, last = start, min(end + self.d_conv - 1, zxbcdt.shape[1])
+            first, last = start, min(end + self.d_conv - 1, u.shape[1])
+            rows = slice(self.d_inner, None)  # in_proj rows of xBC and dt
         else:
             conv, a_log, d, dt_bias = self.conv1d, self.A_log, self.D, self.dt_bias
             first, last = max(start - self.d_conv + 1, 0), end
+            rows = slice(None)
+        bias = self.in_proj.bias[rows] if self.in_proj.bias is not None else None
+        proj = F.linear(u[:, first:last], self.in_proj.weight[rows], bias)
         conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
-        window = zxbcdt[:, first:last, self.d_inner:self.d_inner + conv_dim].contiguous()
-        xbc = self._conv(window, conv, causal=not backward)[:, start - first:end - first]
-        x, b, c = self._split_xbc(xbc)
+        z_width = proj.shape[-1] - conv_dim - self.num_heads  # 0 backward, d_inner forward
+        inside = slice(start - first, end - first)
+        window = proj[..., z_width:z_width + conv_dim].contiguous()
+        x, b, c = self._split_xbc(self._conv(window, conv, causal=not backward)[:, inside])
         compute_dtype = torch.promote_types(a_log.dtype, torch.float32)
         y, state = ssd_scan(
-            x, zxbcdt[:, start:end, -self.num_heads:], -torch.exp(a_log.to(compute_dtype)), b,
-            c, chunk_size=self.chunk_size, D=d, dt_bias=dt_bias, dt_softplus=True,
+            x, proj[:, inside, -self.num_heads:], -torch.exp(a_log.to(compute_dtype)), b, c,
+            chunk_size=self.chunk_size, D=d, dt_bias=dt_bias, dt_softplus=True,
             dt_limit=self.dt_limit, initial_states=state, return_final_states=True,
             reverse=backward, impl=self.ssd_impl)
-        return y.flatten(-2), state
+        z = proj[:, inside, :z_width] if z_width else None
+        return z, y.flatten(-2), state
 
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, d_inner={self.d_inner}, heads={self.num_heads}, '

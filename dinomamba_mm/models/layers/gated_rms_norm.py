@@ -44,6 +44,8 @@ class GatedRMSNorm(nn.Module):
             raise ValueError(f'x must have {self.num_channels} channels in its last dim, got '
                              f'shape {tuple(x.shape)}')
         compute_dtype = torch.promote_types(x.dtype, torch.float32)
+        if not torch.is_grad_enabled():
+            return self._forward_in_place(x, z, compute_dtype)
         out = x.to(compute_dtype)
         if z is not None and not self.norm_before_gate:
             out = out * F.silu(z.to(compute_dtype))
@@ -52,6 +54,22 @@ class GatedRMSNorm(nn.Module):
         out = groups.flatten(-2) * self.weight.to(compute_dtype)
         if z is not None and self.norm_before_gate:
             out = out * F.silu(z.to(compute_dtype))
+        return out.to(x.dtype)
+
+    def _forward_in_place(self, x: torch.Tensor, z: Optional[torch.Tensor],
+                          compute_dtype: torch.dtype) -> torch.Tensor:
+        """The forward without autograd: one new (..., C) tensor, updated in place."""
+        gate_first = z is not None and not self.norm_before_gate
+        if gate_first:
+            out = F.silu(z.to(compute_dtype)).mul_(x)
+        else:
+            out = x.to(compute_dtype, copy=True)
+        groups = out.unflatten(-1, (-1, self.group_size))
+        mean_square = torch.linalg.vector_norm(groups, dim=-1, keepdim=True).pow_(2)
+        groups.mul_(mean_square.div_(self.group_size).add_(self.eps).rsqrt_())
+        out.mul_(self.weight.to(compute_dtype))
+        if z is not None and self.norm_before_gate:
+            out.mul_(F.silu(z.to(compute_dtype)))
         return out.to(x.dtype)
 
     def extra_repr(self) -> str:

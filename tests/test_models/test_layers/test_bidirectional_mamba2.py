@@ -114,6 +114,17 @@ def test_no_grad_segments_match_float64_recurrence(segment_len):
         torch.testing.assert_close(out[b].double(), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_no_grad_segments_match_the_whole_sequence_with_projection_biases():
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(8, d_state=4, headdim=4, chunk_size=4, bias=True,
+                                     segment_len=5)
+    _randomise(mixer, seed=7)
+    u = torch.randn(1, 13, 8)
+    whole = mixer(u)  # autograd on: one call over the whole sequence
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(u), whole.detach(), rtol=1e-5, atol=1e-5)
+
+
 def test_ssd_inputs_and_mixing_matrices_reproduce_each_direction():
     torch.manual_seed(1)
     mixer = BidirectionalMamba2Mixer(8, d_state=4, d_conv=4, headdim=4, chunk_size=8)
