@@ -21,6 +21,7 @@ Usage:
   python tools/benchmarks/ssd.py --quick    # a small subset
   python tools/benchmarks/ssd.py --device cuda
   python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk caps
+  python tools/benchmarks/ssd.py --inference     # only the DinoVim-T no-grad forward table
   add --threads 1 on a shared machine (both methods then run single-threaded)
 """
 import argparse
@@ -42,6 +43,8 @@ from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
 FULL_SHAPES = [(8, 197, 24, 64, 64), (8, 785, 24, 64, 64), (8, 3137, 24, 64, 64),
                (2, 4096, 24, 64, 64), (1, 16384, 24, 64, 64)]
 QUICK_SHAPES = [(8, 197, 24, 64, 64), (2, 4096, 24, 64, 64)]
+# the mixer call of DinoVim-T at detection resolution (1024 x 1024 px: 64 x 64 patches + cls)
+INFERENCE_SHAPES = [(1, 4097, 8, 64, 64)]
 CHUNK = 256
 SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the sequential scan
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
@@ -325,6 +328,29 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
               + '|  ' * 8 + '|', flush=True)
 
 
+def inference(device: torch.device, dtype: torch.dtype, repeats: int) -> None:
+    """No-grad forward (how a detector's backbone runs at test time) of ours and the minimal
+    listing, side by side."""
+    print(f'# machine: {machine_line(device)}')
+    print(f'# no-grad forward, dtype {dtype}, G = 1, D, dt_bias, dt_softplus, both directions; '
+          f'median of {repeats} interleaved rounds after a warm-up')
+    print('| B | L | H | method | ms | cpu ms | MiB | speed-up (wall / cpu) |')
+    print('|---|---|---|---|---|---|---|---|')
+    for shape in INFERENCE_SHAPES:
+        inputs = make_inputs(shape, device, dtype)
+        methods = [('ours', ours_bidirectional), ('minimal x2 (flips)', minimal_bidirectional)]
+        results = measure_interleaved(methods, inputs, device, False, repeats, warmup=True)
+        ref = results['minimal x2 (flips)']
+        for name, _ in methods:
+            wall, cpu, mib = results[name]
+            print(f'| {shape[0]} | {shape[1]} | {shape[2]} | {name} | {wall * 1e3:.0f} '
+                  f'| {cpu * 1e3:.0f} | {mib:.0f} '
+                  f'| {_ratio(ref[0], wall)} / {_ratio(ref[1], cpu)} |', flush=True)
+        agree = _max_relative_difference(_leaves(inputs, False), methods)
+        print(f'|  |  |  | max relative difference of the outputs: {agree:.1e} |  |  |  |  |',
+              flush=True)
+
+
 def chunk_sweep(device: torch.device, repeats: int) -> None:
     """Fwd+bwd time of our CPU path for several chunk caps (the reason for CPU_CHUNK_CAP)."""
     print(f'# machine: {machine_line(device)}')
@@ -359,6 +385,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help='skip the token-by-token scan (slow at long L)')
     parser.add_argument('--chunk-sweep', action='store_true',
                         help='only time our CPU path for several chunk caps')
+    parser.add_argument('--inference', action='store_true',
+                        help='only the no-grad forward of the DinoVim-T mixer call')
     parser.add_argument('--threads', type=int, default=None,
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     args = parser.parse_args(argv)
@@ -368,6 +396,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     _pin_malloc()
     if args.chunk_sweep:
         chunk_sweep(device, args.repeats)
+        return
+    if args.inference:
+        inference(device, torch.bfloat16 if device.type == 'cuda' else torch.float32,
+                  args.repeats)
         return
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
     if device.type == 'cuda':
