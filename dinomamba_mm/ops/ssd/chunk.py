@@ -14,9 +14,17 @@ and head:
 
 Both directions of a bidirectional call are stacked along the batch: a reverse row differs only in
 its masks (suffix sums, upper-triangular E) and in the order of step 3, so no token is flipped.
-The backward pass is written by hand and saves only E (B, H, n_c, Q, Q) besides O(B L H P)
-tensors; the decay gradient comes from row/column identities (d cum_i = dy_i . y_i - u_i . du_i
-plus the state terms), so no (Q, Q) gradient of the segment sums is ever formed.
+The backward pass is written by hand and saves only E (B, H, n_c, Q, Q) and the entering states
+(B, n_c, H, P, N) besides O(B L H P) tensors; the decay gradient comes from row/column identities
+(d cum_i = dy_i . y_i - u_i . du_i plus the state terms), so no (Q, Q) gradient of the segment
+sums is ever formed.
+
+CPU cost is mostly memory traffic, so: decay exponents are clamped (see ``_MIN_EXPONENT``);
+E o C B^T only ever exists for a block of heads of one row; steps 2-4 run chunk by chunk in
+chunk-sized buffers (skipping the zero state entering the first chunk and the unused state leaving
+the last); products that are only summed go through a one-row buffer; and D x is added inside the
+Function. A fresh large buffer costs page faults when first written (on Linux a new mapping, ~10x
+the cost of writing memory already mapped), so fewer buffers is faster as well as smaller.
 """
 import math
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
@@ -144,7 +152,7 @@ _EXACT_CUM = 512.0  # float32 differences of running sums below this are off by 
 # exp() of these is a normal number (float32: 1.2e-26, float64: 5e-261): a smaller decay is
 # negligible next to the diagonal's exp(0) = 1 in every sum it enters
 _MIN_EXPONENT = {torch.float32: -60.0, torch.float64: -600.0}
-_MASK_BLOCK_BYTES = 4 * 2**20  # no-grad forward: (Q, Q) matrices built per block of this size
+_MASK_BLOCK_BYTES = 4 * 2**20  # (Q, Q) matrices of all chunks are built per head block this big
 
 
 def _exit_values(cum: Tensor, layout: _Layout) -> Tensor:
@@ -197,12 +205,8 @@ class _ChunkedScan(torch.autograd.Function):
 
     forward(chunk_size, reverse flags, want_final, *per-direction (x, dt', A, B, C, D, h0))
     returns the per-direction y + D x (B, L, H, P) in the compute dtype, then (if want_final) the
-    final states (B, H, P, N). D (H,) or (H, P) and h0 may be None.
-
-    Every large buffer costs page faults when it is first written (on Linux a fresh allocation of
-    this size is a new mapping, ~10x the cost of writing memory already mapped), so products
-    whose only use is a reduction share one scratch buffer, states are turned into entering
-    states in place, and the D skip is part of the Function (one output buffer, one dx buffer).
+    final states (B, H, P, N). D (H,) or (H, P) and h0 may be None. Without a gradient to
+    compute, E is not kept and is built per head block in one reused buffer.
     """
 
     @staticmethod
