@@ -1,4 +1,4 @@
-"""depthwise_conv_silu vs torch's nn.Conv1d on a padded (B, C, L) sequence, and finite differences."""
+"""depthwise_conv_silu vs nn.Conv1d on a zero-padded (B, C, L) sequence, and finite differences."""
 import pytest
 import torch
 import torch.nn.functional as F
