@@ -4,7 +4,8 @@ Each model runs in a fresh process built from the ADE20K configs (configs/ade20k
 DinoVim-T as configured; ViT-T = the ViT-B config with mmpretrain's 'deit-tiny' arch, 192 wide,
 12 blocks, 3 heads), random weights, BN, eval mode, one image of SIZE x SIZE given to the
 whole network at once (``mode='whole'``: the backbone sees all (SIZE/16)^2 tokens; the configs'
-slide inference would cut it into 512 crops); DinoVim-T also with chunk length 64. The figure
+slide inference would cut it into 512 crops); DinoVim-T also with ``segment_len=None`` (each
+mixer runs the whole sequence at once instead of its no-grad segments). The figure
 is the rise of the resident set's high-water mark (VmHWM, reset through /proc/self/clear_refs
 after the model is built) during the forward pass, for the backbone alone and for the whole
 segmentor (backbone, Feature2Pyramid, UPerHead + FCN head, resize of the logits to the image).
@@ -26,10 +27,8 @@ CONFIGS = {
                  'ade20k-512x512.py',
     'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
 }
-# DinoVim-T again with the chunked SSD path's chunk length cut from the paper's 256 to 64, which
-# shrinks the per-chunk (Q x Q) decay and score matrices: shows whether they set the peak
-CONFIGS['dinovim-t-chunk64'] = CONFIGS['dinovim-t']
-DINOVIM_T_CHUNK64 = dict(embed_dims=256, num_layers=24, headdim=64, d_state=64, chunk_size=64)
+# DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
+CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']
 VIT_T_WIDTH = 192
 
 
@@ -59,8 +58,8 @@ def build_segmentor(name: str, size: int):
     model_cfg = cfg.model
     model_cfg.backbone.init_cfg = None
     model_cfg.backbone.img_size = (size, size)
-    if name == 'dinovim-t-chunk64':
-        model_cfg.backbone.arch = DINOVIM_T_CHUNK64
+    if name == 'dinovim-t-whole':
+        model_cfg.backbone.mixer_cfg = dict(segment_len=None)
     if name == 'vit-t':
         model_cfg.backbone.arch = 'deit-tiny'
         model_cfg.neck.embed_dim = VIT_T_WIDTH
@@ -131,7 +130,7 @@ def main() -> None:
         print(f'{part:<10} {name:<18} {r["backbone_params_m"]:>10.1f} '
               f'{r["peak_rise_mib"]:>16.0f} {r["seconds"]:>9.2f}')
     for part in ('backbone', 'segmentor'):
-        for name in ('dinovim-t', 'dinovim-t-chunk64'):
+        for name in ('dinovim-t', 'dinovim-t-whole'):
             ratio = (results[name, part]['peak_rise_mib']
                      / results['vit-t', part]['peak_rise_mib'])
             print(f'{part}: {name} / vit-t peak memory = {ratio:.2f}')
