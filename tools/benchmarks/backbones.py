@@ -17,7 +17,8 @@ returned (malloc_trim) and VmHWM is reset (/proc/self/clear_refs); it includes t
 gradients in 'fwd+bwd'.
 Prints a table, the log-log slope of time vs tokens from the smallest to the largest size
 (the growth exponent), DinoVim / ViT ratios, a per-part profile of one DinoVim mixer at the
-largest size, and the machine (platform, CPUs, load average, torch and thread count).
+largest size (the parts of its one-pass forward, then the whole mixer in one pass and in its
+no-grad segments), and the machine (platform, CPUs, load average, torch and thread count).
 """
 import argparse
 import ctypes
@@ -113,7 +114,11 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
 
 
 def profile_mixer(size: int, repeats: int = 3) -> list:
-    """CPU milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens."""
+    """CPU milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens.
+
+    The parts are those of the one-pass (whole-sequence) forward; the mixer is then timed
+    whole both ways: in one pass and in its default no-grad segments.
+    """
     import torch
 
     from dinomamba_mm.models.layers import BidirectionalMamba2Mixer
@@ -121,6 +126,7 @@ def profile_mixer(size: int, repeats: int = 3) -> list:
     torch.manual_seed(0)
     mixer = BidirectionalMamba2Mixer(256)
     u = torch.randn(1, (size // 16)**2 + 1, 256)
+    segments = mixer.segment_len
 
     def timed(fn):
         fn()
@@ -143,10 +149,13 @@ def profile_mixer(size: int, repeats: int = 3) -> list:
         t_norm, y = timed(lambda: (mixer.norm(y_f.flatten(-2), z)
                                    + mixer.norm_b(y_b.flatten(-2), z)) / 2)
         t_out, _ = timed(lambda: mixer.out_proj(y))
-        t_all, _ = timed(lambda: mixer(u))
+        t_segments, _ = timed(lambda: mixer(u))
+        mixer.segment_len = None
+        t_whole, _ = timed(lambda: mixer(u))
     return [('in_proj', t_proj), ('conv1d x2 + SiLU + split', t_inputs - t_proj),
             ('SSD scan, both directions', t_scan), ('gated RMSNorm x2 + average', t_norm),
-            ('out_proj', t_out), ('whole mixer', t_all)]
+            ('out_proj', t_out), ('whole mixer, one pass', t_whole),
+            (f'whole mixer, {segments}-token segments', t_segments)]
 
 
 def machine() -> str:
@@ -233,7 +242,7 @@ def main() -> None:
         print(f'\nDinoVim-T mixer parts at {size}px ({(size // 16)**2 + 1} tokens), one block, '
               'no grad, CPU time (median of 3):')
         for part, ms in profile_mixer(size):
-            print(f'  {part:<28} {ms:>9.1f} ms')
+            print(f'  {part:<36} {ms:>9.1f} ms')
     print('\nmachine (end):', machine())
 
 
