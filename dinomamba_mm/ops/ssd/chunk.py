@@ -239,8 +239,9 @@ class _ChunkedScan(torch.autograd.Function):
         cb = cb.view(R, G, 1, nc, q, q)
         mask = lay.new(R, H, nc, q, q, like=u) if needs_grad else None
         y = lay.new(R, H, Lp, P, like=u)  # head-major
-        mix = lay.new(_heads_per_block(lay), nc, q, q, like=u)
+        buffer = lay.new(math.prod(_block_shape(lay)), nc, q, q, like=u).view(-1)
         for r, heads, grp, rev in _head_blocks(lay):
+            mix = buffer[:cum[r, heads].numel() * q].view(*cum[r, heads].shape, q)
             if mask is None:
                 _decay_mask(cum[r, heads], rev, out=mix).mul_(cb[r, grp])
             else:
@@ -248,7 +249,7 @@ class _ChunkedScan(torch.autograd.Function):
                           out=mix)
             torch.bmm(mix.view(-1, q, q), u[r, heads].view(-1, q, P),
                       out=y[r, heads].view(-1, q, P))
-        del mix
+        del buffer, mix
         use_states = nc > 1 or want_final or any(h is not None for h in h0s)
         entering, finals = None, []
         if use_states:
@@ -329,15 +330,16 @@ class _ChunkedScan(torch.autograd.Function):
         # d(E o CB) = dy u^T, and E o d(E o CB) summed over the heads of a group is d(CB)
         du = lay.new(R, H, Lp, P, like=u)
         d_cb = torch.zeros(R, G, nc, q, q, dtype=lay.dtype, device=dev)
-        work = lay.new(_heads_per_block(lay), nc, q, q, like=u)
-        work3 = work.view(-1, q, q)
+        buffer = lay.new(math.prod(_block_shape(lay)), nc, q, q, like=u).view(-1)
         for r, heads, grp, _ in _head_blocks(lay):
-            torch.mul(mask[r, heads], cb[r, grp], out=work)
-            dy3, u3 = dy[r, heads].view(-1, q, P), u[r, heads].view(-1, q, P)
+            e = mask[r, heads]
+            work = torch.mul(e, cb[r, grp], out=buffer[:e.numel()].view(e.shape))
+            work3, dy3, u3 = (t.view(-1, q, t.shape[-1]) for t in (work, dy[r, heads],
+                                                                  u[r, heads]))
             torch.bmm(work3.transpose(1, 2), dy3, out=du[r, heads].view(-1, q, P))
-            torch.bmm(dy3, u3.transpose(1, 2), out=work3).mul_(mask[r, heads].view(-1, q, q))
-            d_cb[r, grp] += work.sum(0)
-        del work, work3
+            torch.bmm(dy3, u3.transpose(1, 2), out=work3).mul_(e.view(-1, q, q))
+            d_cb[r, grp] += work.sum(1)
+        del buffer, work, work3
         d_cb = d_cb.view(-1, q, q)
         dC3 = torch.bmm(d_cb, B3)  # (R G n_c, Q, N)
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
@@ -358,6 +360,7 @@ class _ChunkedScan(torch.autograd.Function):
             g, spare, d_entering, product = (lay.new(lay.batch, G, N, Hg, P, like=u)
                                              for _ in range(4))
             uw, d_uw, dv = (lay.new(lay.batch, G, q, Hg, P, like=u) for _ in range(3))
+            d_bc = lay.new(bg, q, N, like=u)  # one chunk's d B (or d C) from the states
             for d, (rows, rev) in enumerate(lay.blocks):
                 B_c, C_c, dB_c, dC_c = (t.view(R, G, Lp, N)[rows].view(bg, nc, q, N)
                                         for t in (B_s, C_s, dB3, dC3))
@@ -373,7 +376,8 @@ class _ChunkedScan(torch.autograd.Function):
                         d_decay[rows, :, c] = torch.mul(g, entering[rows, :, c],
                                                         out=product).sum((2, 4))
                         torch.mul(u_gt[rows, :, tokens], w[rows, :, tokens], out=uw)
-                        dB_c[:, c].baddbmm_(uw.view(bg, q, Hg * P), g3.transpose(1, 2))
+                        dB_c[:, c] += torch.bmm(uw.view(bg, q, Hg * P), g3.transpose(1, 2),
+                                                out=d_bc)
                         torch.bmm(B_c[:, c], g3, out=d_uw.view(bg, q, Hg * P))
                         du_gt[rows, :, tokens].addcmul_(d_uw, w[rows, :, tokens])
                         d_log_w[rows, :, tokens] = d_uw.mul_(uw).sum(-1)
@@ -381,8 +385,8 @@ class _ChunkedScan(torch.autograd.Function):
                         break  # the state entering the first chunk is a constant zero
                     torch.mul(dy_gt[rows, :, tokens], decay_in[rows, :, tokens], out=dv)
                     dv3 = dv.view(bg, q, Hg * P)
-                    dC_c[:, c].baddbmm_(dv3, entering[rows, :, c].view(bg, N, Hg * P)
-                                        .transpose(1, 2))
+                    dC_c[:, c] += torch.bmm(dv3, entering[rows, :, c].view(bg, N, Hg * P)
+                                            .transpose(1, 2), out=d_bc)
                     torch.bmm(C_c[:, c].transpose(1, 2), dv3, out=d_entering.view(bg, N, -1))
                     if g_is_zero:
                         spare.copy_(d_entering)
@@ -424,21 +428,26 @@ class _ChunkedScan(torch.autograd.Function):
         return (None, None, None, *out)
 
 
-def _heads_per_block(lay: '_Layout') -> int:
-    """Heads per block of :func:`_head_blocks`: whole heads of one group, as many as fit their
-    (Q, Q) matrices for all chunks in ``_MASK_BLOCK_BYTES`` (at least one)."""
+def _block_shape(lay: '_Layout') -> Tuple[int, int]:
+    """(rows, heads) per block of :func:`_head_blocks`: whole heads of one group, as many as fit
+    their (Q, Q) matrices for all chunks in ``_MASK_BLOCK_BYTES`` (at least one); when all heads
+    of a row fit, several rows of one direction (then a block is contiguous in every tensor)."""
     per_head = lay.n_chunks * lay.q * lay.q * torch.finfo(lay.dtype).bits // 8
-    return max(k for k in range(1, lay.per_group + 1)
-               if lay.per_group % k == 0 and (k == 1 or k * per_head <= _MASK_BLOCK_BYTES))
+    heads = max(k for k in range(1, lay.per_group + 1)
+                if lay.per_group % k == 0 and (k == 1 or k * per_head <= _MASK_BLOCK_BYTES))
+    rows = max(1, _MASK_BLOCK_BYTES // (lay.heads * per_head)) if heads == lay.heads else 1
+    return min(rows, lay.batch), heads
 
 
-def _head_blocks(lay: '_Layout') -> Iterator[Tuple[int, slice, int, bool]]:
-    """(row, heads, group, reverse) for the head blocks of every stacked row."""
-    block = _heads_per_block(lay)
+def _head_blocks(lay: '_Layout') -> Iterator[Tuple[slice, slice, int, bool]]:
+    """(rows, heads, group, reverse) for the blocks of :func:`_block_shape`, covering every
+    stacked row of every direction."""
+    n_rows, n_heads = _block_shape(lay)
     for rows, rev in lay.blocks:
-        for r in range(rows.start, rows.stop):
-            for h in range(0, lay.heads, block):
-                yield r, slice(h, h + block), h // lay.per_group, rev
+        for r in range(rows.start, rows.stop, n_rows):
+            for h in range(0, lay.heads, n_heads):
+                yield (slice(r, min(r + n_rows, rows.stop)), slice(h, h + n_heads),
+                       h // lay.per_group, rev)
 
 
 def _dot_rows(a: Tensor, b: Tensor, row: Tensor, dims: Tuple[int, ...] = (-1,)) -> Tensor:
