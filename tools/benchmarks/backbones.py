@@ -5,7 +5,8 @@
 
 Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers every token):
   DinoVim-T  : DinoVim arch 'tiny': width 256, 24 blocks, d_inner 512, 8 heads x 64, d_state 64,
-               chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU)
+               chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU);
+               its no-grad forward runs in 512-token segments (+onepass: in one pass)
   LinearViT  : width 256, 24 layers, 4 heads x 64, FFN 1024, phi(Q)(phi(K)^T V) attention
   ViT        : mmpretrain VisionTransformer, the same arch dict (softmax attention)
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
@@ -33,7 +34,9 @@ import sys
 import time
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
-EXTRA_MODELS = ('DinoVim-T+cp', )  # with activation checkpointing; only when named in --models
+# only when named in --models: with activation checkpointing; with the no-grad forward in one
+# pass over the whole sequence instead of segments (segment_len=None)
+EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+onepass')
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -43,9 +46,10 @@ def build(name: str):
     from mmpretrain.models import VisionTransformer
 
     from dinomamba_mm.models.backbones import DinoVim, LinearViT
-    if name in ('DinoVim-T', 'DinoVim-T+cp'):
+    if name.startswith('DinoVim-T'):
+        mixer_cfg = dict(segment_len=None) if name.endswith('+onepass') else None
         return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.,
-                       with_cp=name.endswith('+cp'))
+                       with_cp=name.endswith('+cp'), mixer_cfg=mixer_cfg)
     if name == 'LinearViT':
         return LinearViT(arch=dict(VIT_ARCH), out_type='raw')
     if name == 'ViT':
