@@ -6,7 +6,7 @@
 Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers every token):
   DinoVim-T  : DinoVim arch 'tiny': width 256, 24 blocks, d_inner 512, 8 heads x 64, d_state 64,
                chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU);
-               its no-grad forward runs in 512-token segments (+onepass: in one pass)
+               its no-grad forward in one pass (+seg512: in 512-token segments, as the dense configs run it)
   LinearViT  : width 256, 24 layers, 4 heads x 64, FFN 1024, phi(Q)(phi(K)^T V) attention
   ViT        : mmpretrain VisionTransformer, the same arch dict (softmax attention)
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
@@ -18,8 +18,8 @@ returned (malloc_trim) and VmHWM is reset (/proc/self/clear_refs); it includes t
 gradients in 'fwd+bwd'.
 Prints a table, the log-log slope of time vs tokens from the smallest to the largest size
 (the growth exponent), DinoVim / ViT ratios, a per-part profile of one DinoVim mixer at the
-largest size (the parts of its one-pass forward, then the whole mixer in one pass and in its
-no-grad segments), and the machine (platform, CPUs, load average, torch and thread count).
+largest size (the parts of its one-pass forward, then the whole mixer in one pass and in
+512-token no-grad segments), and the machine (platform, CPUs, load average, torch and thread count).
 """
 import argparse
 import ctypes
@@ -34,9 +34,9 @@ import sys
 import time
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
-# only when named in --models: with activation checkpointing; with the no-grad forward in one
-# pass over the whole sequence instead of segments (segment_len=None)
-EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+onepass')
+# only when named in --models: with activation checkpointing; with the no-grad forward in
+# 512-token segments instead of one pass (segment_len=512, as the dense configs set it)
+EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512')
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -47,7 +47,7 @@ def build(name: str):
 
     from dinomamba_mm.models.backbones import DinoVim, LinearViT
     if name.startswith('DinoVim-T'):
-        mixer_cfg = dict(segment_len=None) if name.endswith('+onepass') else None
+        mixer_cfg = dict(segment_len=512) if name.endswith('+seg512') else None
         return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.,
                        with_cp=name.endswith('+cp'), mixer_cfg=mixer_cfg)
     if name == 'LinearViT':
@@ -121,16 +121,16 @@ def profile_mixer(size: int, repeats: int = 3) -> list:
     """CPU milliseconds of each part of one DinoVim-T mixer on (size / 16)^2 + 1 tokens.
 
     The parts are those of the one-pass (whole-sequence) forward; the mixer is then timed
-    whole both ways: in one pass and in its default no-grad segments.
+    whole both ways: in one pass (the default) and in 512-token no-grad segments.
     """
     import torch
 
     from dinomamba_mm.models.layers import BidirectionalMamba2Mixer
     from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
     torch.manual_seed(0)
-    mixer = BidirectionalMamba2Mixer(256)
+    segments = 512
+    mixer = BidirectionalMamba2Mixer(256, segment_len=segments)
     u = torch.randn(1, (size // 16)**2 + 1, 256)
-    segments = mixer.segment_len
 
     def timed(fn):
         fn()

@@ -67,7 +67,9 @@ class BidirectionalMamba2Mixer(nn.Module):
         norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
         norm_eps: epsilon of the gated norms.
         ssd_impl: implementation passed to the SSD op (None: its automatic choice).
-        segment_len: longest segment of the no-grad path (None: always the whole sequence).
+        segment_len: longest segment of the no-grad path (None, the default: always the whole
+            sequence). Segments cost ~13 % of the forward time at 2305 tokens on CPU and cut
+            the activation peak ~2.4x; the dense-prediction configs set 512.
     """
 
     def __init__(self,
@@ -88,7 +90,7 @@ class BidirectionalMamba2Mixer(nn.Module):
                  norm_before_gate: bool = False,
                  norm_eps: float = 1e-5,
                  ssd_impl: Optional[str] = None,
-                 segment_len: Optional[int] = 512) -> None:
+                 segment_len: Optional[int] = None) -> None:
         super().__init__()
         d_inner = expand * embed_dims
         if d_inner % headdim != 0:
