@@ -2,8 +2,10 @@
 
     python tools/benchmarks/backbones.py                      # 224 / 448 / 768 / 1024 px
     python tools/benchmarks/backbones.py --sizes 224 448 --modes fwd
+    python tools/benchmarks/backbones.py --device cuda --sizes 224 1248   # on a GPU (the SSD
+                                                   # op's dispatcher then runs the Triton path)
 
-Models (batch 1, float32, eval mode, out_type='raw' so the backward pass covers every token):
+Models (batch ``--batch``, 1 by default, float32, eval mode, out_type='raw' so the backward pass covers every token):
   DinoVim-T  : DinoVim arch 'tiny': width 256, 24 blocks, d_inner 512, 8 heads x 64, d_state 64,
                chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU);
                its no-grad forward in one pass (+seg512: in 512-token segments, as the dense configs run it)
@@ -80,16 +82,21 @@ def peak_rss_mb() -> float:
 
 
 def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
-           threads: int) -> None:
-    """Measure one model in one mode at every size; one JSON line per size on stdout."""
+           threads: int, device: str = 'cpu', batch: int = 1) -> None:
+    """Measure one model in one mode at every size; one JSON line per size on stdout.
+
+    On CUDA the time is wall time between synchronisations and the memory is the rise of
+    ``torch.cuda.max_memory_allocated`` over the allocation before the runs.
+    """
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = build(name)
+    cuda = device == 'cuda'
+    model = build(name).to(device)
     model.eval()  # mmpretrain's BaseBackbone.train returns None: no chaining
     params = sum(p.numel() for p in model.parameters())
     for size in sizes:
-        img = torch.randn(1, 3, size, size)
+        img = torch.randn(batch, 3, size, size, device=device)
 
         def run():
             if mode == 'fwd':
@@ -98,8 +105,15 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
             else:
                 model.zero_grad(set_to_none=True)
                 model(img)[-1].float().pow(2).mean().backward()
+            if cuda:
+                torch.cuda.synchronize()
 
-        before = reset_peak_rss()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated() / 2**20
+        else:
+            before = reset_peak_rss()
         start = time.perf_counter()
         run()
         first = time.perf_counter() - start
@@ -110,11 +124,12 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
             run()
             wall.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
+        peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else peak_rss_mb()
         tokens = (size // 16)**2 + 1
         print(json.dumps(dict(model=name, mode=mode, size=size, tokens=tokens, params=params,
                               ms=1000 * statistics.median(wall),
                               cpu_ms=1000 * statistics.median(cpu), runs=runs,
-                              peak_mb=max(0., peak_rss_mb() - before))), flush=True)
+                              peak_mb=max(0., peak - before))), flush=True)
 
 
 def profile_mixer(size: int, repeats: int = 3) -> list:
@@ -170,10 +185,10 @@ def machine() -> str:
             f'({torch.get_num_threads()} threads)')
 
 
-def report(results: dict, models, modes, sizes, key: str, label: str) -> None:
+def report(results: dict, models, modes, sizes, key: str, label: str, batch: int = 1) -> None:
     """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents."""
     for mode in modes:
-        print(f'\n{mode}, {label} (ms) and peak memory (MB), batch 1')
+        print(f'\n{mode}, {label} (ms) and peak memory (MB), batch {batch}')
         print('| size | tokens | ' + ' | '.join(f'{m} ms | {m} MB' for m in models)
               + ' | DinoVim / ViT time |')
         print('|' + '---|' * (3 + 2 * len(models)))
@@ -208,17 +223,26 @@ def main() -> None:
                         'machine; wall time is printed too)')
     parser.add_argument('--point-seconds', type=float, default=30.,
                         help='time budget per (model, mode, size) after the warm-up run')
+    parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
+                        help='cuda: wall time between synchronisations and peak allocated '
+                        'GPU memory (the CPU mixer profile is skipped)')
+    parser.add_argument('--batch', type=int, default=1, help='images per forward')
     parser.add_argument('--no-profile', action='store_true')
     parser.add_argument('--profile-only', action='store_true',
                         help='only the per-part mixer profile at the largest size')
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted(args.sizes)
+    if args.batch < 1:
+        parser.error(f'--batch must be >= 1, got {args.batch}')
     if args.worker:
-        worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads)
+        worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads,
+               args.device, args.batch)
         return
 
     import torch
+    if args.device == 'cuda' and not torch.cuda.is_available():
+        parser.error('--device cuda: no CUDA device is available here')
     torch.set_num_threads(args.threads)
     print('machine (start):', machine(), flush=True)
     results = {}
@@ -226,7 +250,8 @@ def main() -> None:
         for name in args.models:
             cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                    str(args.repeats), '--point-seconds', str(args.point_seconds), '--threads',
-                   str(args.threads), '--sizes', *map(str, sizes)]
+                   str(args.threads), '--device', args.device, '--batch', str(args.batch),
+                   '--sizes', *map(str, sizes)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             for line in out.splitlines():
                 row = json.loads(line)
@@ -238,10 +263,11 @@ def main() -> None:
     if results:
         params = {r['model']: r['params'] for r in results.values()}
         print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
-        report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time')
-        report(results, args.models, args.modes, sizes, 'ms', 'wall time')
+        if args.device == 'cpu':
+            report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time', args.batch)
+        report(results, args.models, args.modes, sizes, 'ms', 'wall time', args.batch)
 
-    if not args.no_profile:
+    if not args.no_profile and args.device == 'cpu':
         size = sizes[-1]
         print(f'\nDinoVim-T mixer parts at {size}px ({(size // 16)**2 + 1} tokens), one block, '
               'no grad, CPU time (median of 3):')
