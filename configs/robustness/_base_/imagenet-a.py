@@ -3,20 +3,9 @@
 # restricted to those 200 classes; their positions in the ImageNet order are found at run time
 # from the folder names and `imagenet_wnids` (ImageNet's train/ folder, whose sorted wnids are the
 # class order, or a file of wnids in class order such as LOC_synset_mapping.txt).
-robustness_test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='ResizeEdge', scale=256, edge='short', backend='pillow',
-         interpolation='bicubic'),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
-]
-robustness_test_dataloader = dict(
-    _delete_=True,
-    batch_size=128,
-    num_workers=8,
-    dataset=dict(type='CustomDataset', data_root='data/imagenet-a',
-                 pipeline=robustness_test_pipeline),
-    sampler=dict(type='DefaultSampler', shuffle=False))
+_base_ = './robustness_test.py'
+
+robustness_test_dataloader = dict(dataset=dict(data_root='data/imagenet-a'))
 robustness_test_evaluator = dict(
     _delete_=True,
     type='dinomamba_mm.ClassSubsetAccuracy',
