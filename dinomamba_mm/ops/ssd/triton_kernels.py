@@ -76,6 +76,23 @@ def _scan_positions(c, d, seqlen, rev_bits, Q: tl.constexpr):
     return i + rev * (seqlen - 1 - 2 * i), i < seqlen
 
 
+@triton.jit
+def _program_head(pid, batch, nheads, heads_per_group):
+    """Direction, batch row (int64), head and its B / C group of a (direction, batch, head)
+    program id."""
+    h = pid % nheads
+    return pid // (batch * nheads), ((pid // nheads) % batch).to(tl.int64), h, h // heads_per_group
+
+
+@triton.jit
+def _load_group_rows(ptr0, ptr1, d, b, g, pos, n, mask, s_b, s_l, s_g, s_n):
+    """(Q, BLOCK_N) tile of B or C of direction ``d``: rows ``pos`` of batch ``b``, group ``g``,
+    state columns ``n``; zeros where ``mask`` is off."""
+    ptr = _pick(d, ptr0, ptr1)
+    return tl.load(ptr + b * s_b + pos[:, None] * s_l + g * s_g + n[None, :] * s_n, mask=mask,
+                   other=0.0)
+
+
 # _sigmoid, _sum, _cumsum and tl.full stand in for tl.sigmoid, tl.sum, tl.cumsum and tl.zeros,
 # @jit functions of triton.language: decorated when triton is imported, they only run in the
 # interpreter if TRITON_INTERPRET=1 was set before that import, whereas these follow this module.
@@ -166,10 +183,7 @@ def _chunk_state_fwd_kernel(
     S_c = sum_s exp(a_last - a_s) dt'_s x_s B_s^T into states_ptr (ndir, B, H, nchunks, P, N)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
-    d = pid // (batch * nheads)
-    b = ((pid // nheads) % batch).to(tl.int64)
-    h = pid % nheads
-    g = h // heads_per_group
+    d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
     n = tl.arange(0, BLOCK_N)
@@ -177,11 +191,10 @@ def _chunk_state_fwd_kernel(
     n_mask = n < dstate
 
     x_ptr = _pick(d, x0, x1)
-    B_ptr = _pick(d, B0, B1)
     xT = tl.load(x_ptr + b * s_x_b + pos[None, :] * s_x_l + h * s_x_h + p[:, None] * s_x_p,
                  mask=p_mask[:, None] & valid[None, :], other=0.0)  # (BLOCK_P, Q)
-    Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
-                 mask=valid[:, None] & n_mask[None, :], other=0.0)  # (Q, BLOCK_N)
+    Bm = _load_group_rows(B0, B1, d, b, g, pos, n, valid[:, None] & n_mask[None, :],
+                          s_B_b, s_B_l, s_B_g, s_B_n)  # (Q, BLOCK_N)
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
     dtp = tl.load(dtp_ptr + chunk + tl.arange(0, Q))
     a = tl.load(acs_ptr + chunk + tl.arange(0, Q))
@@ -237,10 +250,7 @@ def _chunk_scan_fwd_kernel(
     y_ptr (ndir, B, L, H, P)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
-    d = pid // (batch * nheads)
-    b = ((pid // nheads) % batch).to(tl.int64)
-    h = pid % nheads
-    g = h // heads_per_group
+    d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     t = tl.arange(0, Q)
     p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -251,14 +261,10 @@ def _chunk_scan_fwd_kernel(
     qn_mask = valid[:, None] & n_mask[None, :]
 
     x_ptr = _pick(d, x0, x1)
-    B_ptr = _pick(d, B0, B1)
-    C_ptr = _pick(d, C0, C1)
     x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
                 mask=qp_mask, other=0.0)  # (Q, BLOCK_P)
-    Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
-                 mask=qn_mask, other=0.0)  # (Q, BLOCK_N)
-    Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
-                 mask=qn_mask, other=0.0)
+    Bm = _load_group_rows(B0, B1, d, b, g, pos, n, qn_mask, s_B_b, s_B_l, s_B_g, s_B_n)
+    Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
     dtp = tl.load(dtp_ptr + chunk + t)
     a = tl.load(acs_ptr + chunk + t)
@@ -297,19 +303,15 @@ def _chunk_dstate_bwd_kernel(
     dL/dH_c that chunk c's own outputs contribute, into dstates_ptr (ndir, B, H, nchunks, P, N)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
-    d = pid // (batch * nheads)
-    b = ((pid // nheads) % batch).to(tl.int64)
-    h = pid % nheads
-    g = h // heads_per_group
+    d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
     n = tl.arange(0, BLOCK_N)
     p_mask = p < hdim
     n_mask = n < dstate
 
-    C_ptr = _pick(d, C0, C1)
-    Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
-                 mask=valid[:, None] & n_mask[None, :], other=0.0)  # (Q, BLOCK_N)
+    Cm = _load_group_rows(C0, C1, d, b, g, pos, n, valid[:, None] & n_mask[None, :],
+                          s_C_b, s_C_l, s_C_g, s_C_n)  # (Q, BLOCK_N)
     y_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * hdim + h * hdim
     dyT = _load_dy(dout_ptr, z0, z1, d, y_row[None, :], b * s_z_b + pos[None, :] * s_z_l
                    + h * s_z_h, p[:, None], p[:, None] * s_z_p,
@@ -378,10 +380,7 @@ def _chunk_bwd_dx_kernel(
     """
     pid = tl.program_id(0)
     c = tl.program_id(1)
-    d = pid // (batch * nheads)
-    b = ((pid // nheads) % batch).to(tl.int64)
-    h = pid % nheads
-    g = h // heads_per_group
+    d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     t = tl.arange(0, Q)
     p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -392,14 +391,10 @@ def _chunk_bwd_dx_kernel(
     qn_mask = valid[:, None] & n_mask[None, :]
 
     x_ptr = _pick(d, x0, x1)
-    B_ptr = _pick(d, B0, B1)
-    C_ptr = _pick(d, C0, C1)
     x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
                 mask=qp_mask, other=0.0)  # (Q, BLOCK_P)
-    Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
-                 mask=qn_mask, other=0.0)  # (Q, BLOCK_N)
-    Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
-                 mask=qn_mask, other=0.0)
+    Bm = _load_group_rows(B0, B1, d, b, g, pos, n, qn_mask, s_B_b, s_B_l, s_B_g, s_B_n)
+    Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
     dot_dtype = x.dtype
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
     dtp = tl.load(dtp_ptr + chunk + t)
@@ -462,10 +457,7 @@ def _chunk_bwd_dbc_kernel(
     """
     pid = tl.program_id(0)
     c = tl.program_id(1)
-    d = pid // (batch * nheads)
-    b = ((pid // nheads) % batch).to(tl.int64)
-    h = pid % nheads
-    g = h // heads_per_group
+    d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     t = tl.arange(0, Q)
     n = tl.arange(0, BLOCK_N)
@@ -473,12 +465,8 @@ def _chunk_bwd_dbc_kernel(
     qn_mask = valid[:, None] & n_mask[None, :]
 
     x_ptr = _pick(d, x0, x1)
-    B_ptr = _pick(d, B0, B1)
-    C_ptr = _pick(d, C0, C1)
-    Bm = tl.load(B_ptr + b * s_B_b + pos[:, None] * s_B_l + g * s_B_g + n[None, :] * s_B_n,
-                 mask=qn_mask, other=0.0)  # (Q, BLOCK_N)
-    Cm = tl.load(C_ptr + b * s_C_b + pos[:, None] * s_C_l + g * s_C_g + n[None, :] * s_C_n,
-                 mask=qn_mask, other=0.0)
+    Bm = _load_group_rows(B0, B1, d, b, g, pos, n, qn_mask, s_B_b, s_B_l, s_B_g, s_B_n)
+    Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
     dot_dtype = Bm.dtype
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
     dtp = tl.load(dtp_ptr + chunk + t)
