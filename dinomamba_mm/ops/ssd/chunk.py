@@ -22,7 +22,7 @@ sums is ever formed.
 CPU cost is mostly memory traffic, so: decay exponents are clamped (see ``_MIN_EXPONENT``);
 E o C B^T only ever exists for a block of heads of one row; steps 2-4 run chunk by chunk in
 chunk-sized buffers (skipping the zero state entering the first chunk and the unused state leaving
-the last); products that are only summed go through a one-row buffer; and D x is added inside the
+the last); products that are only summed go through a buffer of a few rows; and D x is added inside the
 Function. A fresh large buffer costs page faults when first written (on Linux a new mapping, ~10x
 the cost of writing memory already mapped), so fewer buffers is faster as well as smaller.
 """
@@ -324,7 +324,10 @@ class _ChunkedScan(torch.autograd.Function):
         dy_tok = dy.transpose(1, 2)
         for (rows, _), g in zip(lay.blocks, dys):
             dy_tok[rows, :L] = g
-        row = lay.new(H, Lp, P, like=u)  # one row's product, summed at once
+        # products that are only summed, a block of rows at a time (at least one row)
+        row_elems = H * Lp * P
+        products = lay.new(max(row_elems, _MASK_BLOCK_BYTES * 8 // torch.finfo(lay.dtype).bits
+                               // row_elems * row_elems), like=u)
 
         # intra-chunk part, per head block as in forward: du = (E o CB)^T dy,
         # d(E o CB) = dy u^T, and E o d(E o CB) summed over the heads of a group is d(CB)
@@ -345,7 +348,7 @@ class _ChunkedScan(torch.autograd.Function):
         dB3 = torch.bmm(d_cb.transpose(1, 2), C3)
         del d_cb
         # d cum_i = dy_i . y_i (row i of E o CB and the incoming-state term) - u_i . du_i (column i)
-        d_cum = _dot_rows(dy, y, row).sub_(_dot_rows(u, du, row)).view(R, H, nc, q)
+        d_cum = _dot_rows(dy, y, products).sub_(_dot_rows(u, du, products)).view(R, H, nc, q)
 
         d_h0 = [None] * nd
         if ctx.use_states:
@@ -412,13 +415,12 @@ class _ChunkedScan(torch.autograd.Function):
             x, A, D, g = xs[d], As[d], Ds[d], dys[d]
             x_dt, dt_dt, _, B_dt, C_dt, D_dt, h0_dt = ctx.dtypes[d]
             dt, du_d, da_d = dt_s[rows, :L], du_tok[rows, :L], da[rows, :L]
-            x_row = row.view(-1)[:x[0].numel()].view(x[0].shape)
-            ddt = _dot_rows(du_d, x, x_row).add_(da_d * A.to(lay.dtype)).to(dt_dt)
+            ddt = _dot_rows(du_d, x, products).add_(da_d * A.to(lay.dtype)).to(dt_dt)
             dx = torch.mul(du_d, dt.unsqueeze(-1))
             dD = None
             if D is not None:
                 dx.addcmul_(g, _skip_weight(D, lay.dtype))
-                dD = _dot_rows(g, x, x_row, dims=(0,)).sum(0)  # (H, P)
+                dD = _dot_rows(g, x, products, dims=(0,)).sum(0)  # (H, P)
                 dD = (dD.sum(-1) if D.dim() == 1 else dD).to(D_dt)
             dA = (da_d * dt).sum((0, 1)).to(A.dtype)
             dB = dB_s[rows, :, :L].transpose(1, 2).to(B_dt)
@@ -450,10 +452,19 @@ def _head_blocks(lay: '_Layout') -> Iterator[Tuple[slice, slice, int, bool]]:
                        h // lay.per_group, rev)
 
 
-def _dot_rows(a: Tensor, b: Tensor, row: Tensor, dims: Tuple[int, ...] = (-1,)) -> Tensor:
-    """(a * b) summed over ``dims`` of each a[i], stacked over i; one index of dim 0 at a time
-    through the buffer ``row`` (a[0]'s shape), so no a-sized product is allocated."""
-    return torch.stack([torch.mul(a[i], b[i], out=row).sum(dims) for i in range(a.shape[0])])
+def _dot_rows(a: Tensor, b: Tensor, buffer: Tensor, dims: Tuple[int, ...] = (-1,)) -> Tensor:
+    """(a * b) summed over ``dims`` of each a[i], stacked over i. The products go through the
+    flat ``buffer`` (at least a[0].numel() elements), as many indices of dim 0 at a time as fit,
+    so no a-sized product is allocated and small rows are not summed one call at a time."""
+    per_row = a[0].numel()
+    step = max(1, buffer.numel() // per_row)
+    dims = tuple(d + 1 if d >= 0 else d for d in dims)
+    sums = []
+    for i in range(0, a.shape[0], step):
+        n = min(step, a.shape[0] - i)
+        product = buffer[:n * per_row].view(n, *a.shape[1:])
+        sums.append(torch.mul(a[i:i + n], b[i:i + n], out=product).sum(dims))
+    return torch.cat(sums)
 
 
 def _skip_weight(D: Tensor, dtype: torch.dtype) -> Tensor:
