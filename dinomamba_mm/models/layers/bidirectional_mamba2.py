@@ -117,7 +117,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         self.ssd_impl = ssd_impl
         self.segment_len = segment_len
 
-        conv_dim = d_inner + 2 * ngroups * d_state
+        self.conv_dim = conv_dim = d_inner + 2 * ngroups * d_state
         self.in_proj = nn.Linear(embed_dims, d_inner + conv_dim + num_heads, bias=bias)
         self.conv1d = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, bias=conv_bias)
         self.conv1d_b = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, bias=conv_bias)
@@ -140,6 +140,16 @@ class BidirectionalMamba2Mixer(nn.Module):
         """Depthwise conv1d + SiLU of ``conv``'s weights, (B, L, C) -> (B, L, C); anti-causal
         (the causal conv of the flipped sequence, flipped back) when not ``causal``."""
         return depthwise_conv_silu(xbc, conv.weight[:, 0], conv.bias, causal)
+
+    def _direction(self, backward: bool) -> Tuple[nn.Conv1d, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor, torch.Tensor]:
+        """conv, A (H,) = -exp(A_log) in at least float32, D and dt_bias of one direction."""
+        if backward:
+            conv, a_log, d, dt_bias = self.conv1d_b, self.A_log_b, self.D_b, self.dt_b_bias
+        else:
+            conv, a_log, d, dt_bias = self.conv1d, self.A_log, self.D, self.dt_bias
+        A = -torch.exp(a_log.to(torch.promote_types(a_log.dtype, torch.float32)))
+        return conv, A, d, dt_bias
 
     def _split_xbc(self, xbc: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, L, d_inner + 2GN) -> x (B, L, H, P), B (B, L, G, N), C (B, L, G, N)."""
@@ -165,18 +175,15 @@ class BidirectionalMamba2Mixer(nn.Module):
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
         zxbcdt = self.in_proj(u)
-        conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
-        z, xbc, dt = torch.split(zxbcdt, [self.d_inner, conv_dim, self.num_heads], dim=-1)
+        z, xbc, dt = torch.split(zxbcdt, [self.d_inner, self.conv_dim, self.num_heads], dim=-1)
         xbc = xbc.contiguous()
-        compute_dtype = torch.promote_types(self.A_log.dtype, torch.float32)
         directions = {}
-        for name, conv, causal, a_log, d, dt_bias in (
-                ('forward', self.conv1d, True, self.A_log, self.D, self.dt_bias),
-                ('backward', self.conv1d_b, False, self.A_log_b, self.D_b, self.dt_b_bias)):
-            x, b, c = self._split_xbc(self._conv(xbc, conv, causal))
+        for name, backward in (('forward', False), ('backward', True)):
+            conv, A, d, dt_bias = self._direction(backward)
+            x, b, c = self._split_xbc(self._conv(xbc, conv, causal=not backward))
             directions[name] = dict(
-                x=x, dt=dt, A=-torch.exp(a_log.to(compute_dtype)), B=b, C=c, D=d,
-                dt_bias=dt_bias, dt_softplus=True, dt_limit=self.dt_limit, reverse=not causal)
+                x=x, dt=dt, A=A, B=b, C=c, D=d, dt_bias=dt_bias, dt_softplus=True,
+                dt_limit=self.dt_limit, reverse=backward)
         directions['z'] = z
         return directions
 
@@ -255,24 +262,21 @@ class BidirectionalMamba2Mixer(nn.Module):
             xBC and dt), y (B, S, d_inner) before the gated norm and the state leaving the
             segment; S = end - start.
         """
+        conv, A, d, dt_bias = self._direction(backward)
         if backward:
-            conv, a_log, d, dt_bias = self.conv1d_b, self.A_log_b, self.D_b, self.dt_b_bias
             first, last = start, min(end + self.d_conv - 1, u.shape[1])
             rows = slice(self.d_inner, None)  # in_proj rows of xBC and dt
         else:
-            conv, a_log, d, dt_bias = self.conv1d, self.A_log, self.D, self.dt_bias
             first, last = max(start - self.d_conv + 1, 0), end
             rows = slice(None)
         bias = self.in_proj.bias[rows] if self.in_proj.bias is not None else None
         proj = F.linear(u[:, first:last], self.in_proj.weight[rows], bias)
-        conv_dim = self.d_inner + 2 * self.ngroups * self.d_state
-        z_width = proj.shape[-1] - conv_dim - self.num_heads  # 0 backward, d_inner forward
+        z_width = proj.shape[-1] - self.conv_dim - self.num_heads  # 0 backward, d_inner forward
         inside = slice(start - first, end - first)
-        window = proj[..., z_width:z_width + conv_dim].contiguous()
+        window = proj[..., z_width:z_width + self.conv_dim].contiguous()
         x, b, c = self._split_xbc(self._conv(window, conv, causal=not backward)[:, inside])
-        compute_dtype = torch.promote_types(a_log.dtype, torch.float32)
         y, state = ssd_scan(
-            x, proj[:, inside, -self.num_heads:], -torch.exp(a_log.to(compute_dtype)), b, c,
+            x, proj[:, inside, -self.num_heads:], A, b, c,
             chunk_size=self.chunk_size, D=d, dt_bias=dt_bias, dt_softplus=True,
             dt_limit=self.dt_limit, initial_states=state, return_final_states=True,
             reverse=backward, impl=self.ssd_impl)
