@@ -130,9 +130,10 @@ class DINO(BaseSelfSupervisor):
         """
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f'inputs must be a list of crops, got {type(inputs).__name__}')
-        if len(inputs) <= self.num_teacher_crops:
-            raise ValueError(f'need more than num_teacher_crops={self.num_teacher_crops} '
-                             f'crops, got {len(inputs)}')
+        if len(inputs) < max(self.num_teacher_crops, 2):
+            raise ValueError(f'inputs must hold at least num_teacher_crops='
+                             f'{self.num_teacher_crops} crops and at least 2 (the loss pairs '
+                             f'different crops), got {len(inputs)}')
         with torch.no_grad():
             teacher_scores = self._project(self.teacher['backbone'], self.teacher['neck'],
                                            inputs[:self.num_teacher_crops])
