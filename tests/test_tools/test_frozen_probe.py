@@ -46,6 +46,15 @@ def test_teacher_weights_are_loaded(tmp_path):
     assert not torch.equal(random_init.backbone.pos_embed, loaded.backbone.pos_embed)
 
 
+def test_random_init_seeds():
+    from mmengine.config import Config
+    cfg = Config.fromfile(frozen_probe.DEFAULT_CONFIG)
+    weights = {spec: frozen_probe.build_backbone(cfg, spec).backbone.patch_embed.projection.weight
+               for spec in ('random', 'random:0', 'random:1')}
+    assert torch.equal(weights['random'], weights['random:0'])
+    assert not torch.equal(weights['random'], weights['random:1'])
+
+
 def test_table_on_synthetic_data(tmp_path, capsys):
     root = tmp_path / 'synthetic'
     make_synthetic.make_synthetic(str(root), seed=0, num_train=14, num_val=7, size=32,
@@ -63,6 +72,7 @@ def test_table_on_synthetic_data(tmp_path, capsys):
     (['missing.pth', '--data-root', '.', '--size', '32'], 'missing.pth'),
     (['random', '--data-root', '.', '--size', '4'], '--size'),
     (['random', '--data-root', '.', '--size', '32', '--c', '0'], '--c'),
+    (['random:x', '--data-root', '.', '--size', '32'], 'random:x'),
 ])
 def test_bad_input_names_the_argument(argv, message, capsys):
     with pytest.raises((SystemExit, ValueError)) as error:

@@ -2,8 +2,8 @@
 
 The backbone and its features come from a linear-probe config (default: the demo's,
 ``dinomamba_mm.FrozenBackbone`` -> concatenated class tokens of the last blocks). Each
-``checkpoint`` (a DINO checkpoint, its teacher loaded strictly) and ``random`` (the same backbone
-at random initialisation, seed 0) is probed on an ImageNet-style classification folder
+``checkpoint`` (a DINO checkpoint, its teacher loaded strictly) and ``random`` / ``random:N`` (the
+same backbone at random initialisation, seed 0 / N) is probed on an ImageNet-style classification folder
 (``meta/train.txt``, ``meta/val.txt``): images resized to ``--size`` (bicubic), normalised
 with the config's mean / std, features standardised on the train split, scikit-learn
 ``LogisticRegression`` for each C of ``--c``; the table gives val top-1 per C and the best.
@@ -19,7 +19,7 @@ import logging
 import os.path as osp
 import platform
 import sys
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -47,14 +47,28 @@ def load_split(root: str, split: str, size: int) -> Tuple[np.ndarray, np.ndarray
     return np.stack(images), np.asarray(labels)
 
 
+def random_init_seed(spec: str) -> Optional[int]:
+    """Seed of a random-init spec: 'random' -> 0, 'random:N' -> N; None for a checkpoint."""
+    if spec == 'random':
+        return 0
+    if spec.startswith('random:'):
+        try:
+            return int(spec[len('random:'):])
+        except ValueError:
+            raise ValueError(f"a random init is 'random' or 'random:<int seed>', got {spec!r}")
+    return None
+
+
 def build_backbone(cfg, checkpoint: str) -> torch.nn.Module:
-    """The config's backbone, seed 0, with the teacher of ``checkpoint`` ('random': none)."""
+    """The config's backbone with the teacher of ``checkpoint`` (seed 0 before loading), or
+    at random init for 'random' / 'random:N' (seed 0 / N)."""
     from mmengine.logging import MMLogger
     from mmengine.registry import DefaultScope
     from mmpretrain.registry import MODELS
     backbone_cfg = cfg.model.backbone.copy()
-    backbone_cfg.checkpoint = None if checkpoint == 'random' else checkpoint
-    torch.manual_seed(0)
+    seed = random_init_seed(checkpoint)
+    backbone_cfg.checkpoint = checkpoint if seed is None else None
+    torch.manual_seed(seed or 0)
     with DefaultScope.overwrite_default_scope('mmpretrain'):
         model = MODELS.build(backbone_cfg)
     # init_weights reports every tensor at INFO level; the table is this tool's output
@@ -97,7 +111,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     from mmengine.config import DictAction
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('checkpoints', nargs='+',
-                        help="DINO checkpoints and/or 'random' (the random init)")
+                        help="DINO checkpoints and/or 'random' (the random init, seed 0) or "
+                             "'random:N' (seed N)")
     parser.add_argument('--config', default=DEFAULT_CONFIG, help='linear-probe config')
     parser.add_argument('--data-root', required=True,
                         help='ImageNet-style folder: meta/{train,val}.txt, {train,val}/')
@@ -113,8 +128,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     if any(c <= 0 for c in args.c):
         parser.error(f'--c values must be > 0, got {args.c}')
     for ckpt in args.checkpoints:
-        if ckpt != 'random' and not osp.isfile(ckpt):
-            parser.error(f"checkpoint {ckpt!r} is not a file (or 'random')")
+        try:
+            seed = random_init_seed(ckpt)
+        except ValueError as error:
+            parser.error(str(error))
+        if seed is None and not osp.isfile(ckpt):
+            parser.error(f"checkpoint {ckpt!r} is not a file (nor 'random' / 'random:N')")
     return args
 
 
