@@ -2,7 +2,9 @@
 
 Steps (each through the stock mmengine Runner and the project's configs):
 
-1. generate ``data/synthetic`` with ``tools/data/make_synthetic.py`` when it is missing;
+1. generate ``data/synthetic_demo`` with ``tools/data/make_synthetic.py`` when it is missing
+   (classification layout: 4000 train / 2000 val images of 72 px, enough val images for a
+   difference of a few points to stand out; ADE layout: the generator's default);
 2. DINO-pretrain a small DinoVim (``configs/demo/dino_dinovim-demo_synthetic.py``);
 3. linear-probe its EMA teacher, and the same DinoVim at random initialisation
    (``configs/demo/linear-probe_dinovim-demo_synthetic.py``), on the 7 shape classes;
@@ -38,6 +40,8 @@ BINARY_AUC_TOOL = osp.join(REPO, 'tools/analysis/binary_auc.py')
 
 #: --quick: images per split, epochs, Binary-AUC images
 QUICK = dict(train_images=64, val_images=50, dino_epochs=1, probe_epochs=1, auc_images=4)
+#: make_synthetic.py options of the demo's layouts (the ADE layout keeps the generator defaults)
+DEMO_DATA = dict(cls=['--num-train', '4000', '--num-val', '2000', '--size', '72'], ade=[])
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -47,8 +51,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--seed', type=int, default=0, help='seed of every run')
     parser.add_argument('--quick', action='store_true',
                         help='a much shorter run on a few images (smoke test)')
-    parser.add_argument('--data-root', default=osp.join(REPO, 'data/synthetic'),
-                        help='synthetic dataset root (generated there when missing)')
+    parser.add_argument('--data-root', default=osp.join(REPO, 'data/synthetic_demo'),
+                        help='synthetic dataset root: <root>/cls and <root>/ade (generated '
+                             'there when missing)')
     return parser.parse_args(argv)
 
 
@@ -122,8 +127,8 @@ def progress_hook(display: Display):
 
 # --------------------------------------------------------------------------------- steps
 def ensure_data(data_root: str, display: Display) -> None:
-    """Generate the layouts the demo reads (cls, ade) under ``data_root`` when missing; the
-    other layouts there are left as they are (the folder is shared with other tasks)."""
+    """Generate the layouts the demo reads (cls, ade) under ``data_root`` when missing, with
+    the options of ``DEMO_DATA``; layouts already there are used as they are."""
     sys.path.insert(0, osp.join(REPO, 'tools/data'))
     from synthetic_layout import check_layout
     missing = []
@@ -132,12 +137,17 @@ def ensure_data(data_root: str, display: Display) -> None:
             check_layout(osp.join(data_root, kind), kind)
         except FileNotFoundError:
             missing.append(kind)
-    if not missing:
-        display.end(f'found {data_root}')
-        return
-    subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', data_root, '--seed', '0',
-                    '--layouts', *missing], check=True, stdout=subprocess.DEVNULL)
-    display.end(f'generated {", ".join(missing)} under {data_root}')
+    for kind in missing:
+        subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', data_root, '--seed', '0',
+                        '--layouts', kind, *DEMO_DATA[kind]], check=True,
+                       stdout=subprocess.DEVNULL)
+    counts = []
+    for split in ('train', 'val'):
+        with open(osp.join(data_root, 'cls', 'meta', f'{split}.txt')) as f:
+            counts.append(sum(1 for line in f if line.strip()))
+    action = f'generated {", ".join(missing)} under' if missing else 'found'
+    display.end(f'{action} {data_root} (classification: {counts[0]} train / {counts[1]} val '
+                f'images)')
 
 
 def set_epochs(cfg, epochs: int, warmup: int = 0) -> None:

@@ -1,22 +1,27 @@
 # The demo's DINO pretraining (tools/demo.py): a small DinoVim on the synthetic shapes
 # (classification layout, labels unused), sized to run in minutes on 2 CPU cores.
-# The recipe is the paper's DINO (configs/dino, PAPER.md section 4) at demo scale: 48 px global
-# crops / 4 x 24 px local crops on images pre-shrunk to 72 px, a 4-block 96-wide DinoVim with 8 px
-# patches (37 / 10 tokens: one SSD chunk), a 256-way projection head, fp32 (no bf16 autocast
-# on CPU), 30 epochs of 6 iterations. Set against collapse at so few iterations (the loss went
-# to ln K with teacher temperature 0.04, momentum 0.99 -> 1 and 1024 prototypes): teacher
-# temperature 0.02, momentum 0.95 -> 0.995, weight decay held at 0.04, lr 2e-4, 2 warm-up epochs.
+# The recipe is the paper's DINO (configs/dino, PAPER.md section 4) at demo scale: a 4-block
+# 96-wide DinoVim with 8 px patches on 32 px crops of images shrunk to 48 px (17 tokens: one SSD
+# chunk), a 256-way projection head, fp32 (no bf16 autocast on CPU), 10 epochs of 125
+# iterations at batch 32 on the 4000-image demo set (tools/demo.py generates it).
+# What differs from the paper's recipe, and why (docs/demo.md, fourth investigation):
+# - two global crops and no local crops: at this scale a local crop is 2 x 2 patches, too little
+#   to predict the teacher's view from, and with local crops the loss stayed at ln K;
+# - no blur and no solarisation: at 32 px they erase the silhouettes; colour jitter a little
+#   stronger in hue and saturation than the paper's (it gave the better probe);
+# - teacher momentum 0.99 -> 0.9995, weight decay held at 0.04, lr 5e-4 at batch 32, 1 warm-up
+#   epoch: the schedules of a 1250-iteration run.
 _base_ = [
     '../_base_/models/dino_dinovim-base.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
     '../dino/_base_/default_runtime.py',
 ]
 
-data_root = 'data/synthetic/cls'
+data_root = 'data/synthetic_demo/cls'
 classes = ('circle', 'cross', 'hexagon', 'ring', 'square', 'star', 'triangle')
 
 embed_dims = 96
-image_size = 48
+image_size = 32
 model = dict(
     backbone=dict(
         arch=dict(_delete_=True, embed_dims=embed_dims, num_layers=4, headdim=32,
@@ -30,30 +35,25 @@ model = dict(
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='Resize', scale=(72, 72), backend='pillow',
+    dict(type='Resize', scale=(48, 48), backend='pillow',
          interpolation='bicubic'),
     dict(
         type='dinomamba_mm.DINOMultiCrop',
         num_global_crops=2,
-        num_local_crops=4,
+        num_local_crops=0,
         global_crop_size=image_size,
-        local_crop_size=image_size // 2,
         global_crop_scale=(0.4, 1.0),
-        local_crop_scale=(0.1, 0.4),
         flip_prob=0.5,
-        color_jitter=dict(brightness=0.4, contrast=0.4, saturation=0.2,
-                          hue=0.1),
+        color_jitter=dict(brightness=0.3, contrast=0.3, saturation=0.4,
+                          hue=0.25),
         color_jitter_prob=0.8,
         grayscale_prob=0.2,
-        blur_radius_range=(0.1, 2.0),
-        global_blur_probs=(1.0, 0.1),
-        local_blur_prob=0.5,
-        solarize_prob=0.2,
-        solarize_thr=128),
+        global_blur_probs=(0.0, 0.0),
+        solarize_prob=0.0),
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(
-    batch_size=64,
+    batch_size=32,
     num_workers=2,
     persistent_workers=True,
     drop_last=True,
@@ -62,18 +62,18 @@ train_dataloader = dict(
     dataset=dict(type='ImageNet', data_root=data_root, split='train',
                  metainfo=dict(classes=classes), pipeline=train_pipeline))
 
-# fp32 on CPU; lr set for batch 64 directly (no linear scaling in the demo)
+# fp32 on CPU; lr set for batch 32 directly (no linear scaling in the demo)
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=2e-4, betas=(0.9, 0.999),
+    optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999),
                    weight_decay=0.04),
     clip_grad=dict(max_norm=3.0),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 auto_scale_lr = dict(enable=False)
 
-warmup_epochs = 2
-max_epochs = 30
+warmup_epochs = 1
+max_epochs = 10
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, end_factor=1.0, by_epoch=True,
          begin=0, end=warmup_epochs, convert_to_iter_based=True),
@@ -83,16 +83,16 @@ param_scheduler = [
 ]
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
 custom_hooks = [
-    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.95,
-         final_momentum=0.995),
-    dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.02,
-         teacher_temp=0.02, warmup_epochs=0),
+    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.99,
+         final_momentum=0.9995),
+    dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
+         teacher_temp=0.04, warmup_epochs=0),
     dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
 ]
 
 default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=4),
+    logger=dict(type='LoggerHook', interval=25),
     checkpoint=dict(type='CheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

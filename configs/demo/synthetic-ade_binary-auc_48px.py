@@ -1,6 +1,6 @@
-# Binary-AUC data of the demo (tools/demo.py): the synthetic ADE-style val images at the demo
-# models' input size (48 px, the DINO global-crop size), labels kept at full size (the maps are
-# upsampled to them).
+# Binary-AUC data of the demo (tools/demo.py): the synthetic ADE-style val images at 48 px,
+# 1.5 x the demo models' 32 px input (their position embedding is interpolated), so that the map
+# is 6 x 6 patches rather than 4 x 4; labels kept at full size (the maps are upsampled to them).
 _base_ = '../_base_/datasets/synthetic_ade.py'
 
 image_size = 48
