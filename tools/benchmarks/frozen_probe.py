@@ -2,9 +2,9 @@
 
 The backbone and its features come from a linear-probe config (default: the demo's,
 ``dinomamba_mm.FrozenBackbone`` -> concatenated class tokens of the last blocks). Each
-``checkpoint`` (a DINO checkpoint, its teacher loaded strictly) and ``random`` / ``random:N`` (the
-same backbone at random initialisation, seed 0 / N) is probed on an ImageNet-style classification folder
-(``meta/train.txt``, ``meta/val.txt``): images resized to ``--size`` (bicubic), normalised
+``checkpoint`` (a DINO checkpoint, its teacher loaded strictly) and ``random`` / ``random:N``
+(the same backbone at random initialisation, seed 0 / N) is probed on an ImageNet-style
+classification folder (``meta/train.txt``, ``meta/val.txt``): images resized to ``--size`` (bicubic), normalised
 with the config's mean / std, features standardised on the train split, scikit-learn
 ``LogisticRegression`` for each C of ``--c``; the table gives val top-1 per C and the best.
 It is the closed-form counterpart of the demo's SGD probe: no augmentation, no schedule, so
@@ -55,7 +55,8 @@ def random_init_seed(spec: str) -> Optional[int]:
         try:
             return int(spec[len('random:'):])
         except ValueError:
-            raise ValueError(f"a random init is 'random' or 'random:<int seed>', got {spec!r}")
+            raise ValueError(
+                f"a random init is 'random' or 'random:<int seed>', got {spec!r}") from None
     return None
 
 
