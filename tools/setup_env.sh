@@ -23,6 +23,7 @@ PY_FOR_VENV=${PYTHON_FOR_VENV:-python3.11}
 TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
 MMCV_VERSION=2.1.0
+TORCH_NEEDS_MB=6000
 CACHE=${DINOMAMBA_CACHE:-$HOME/.cache/dinomamba_mm}
 # torch 2.14.1 requires setuptools >= 77.0.3; mmengine's 'pkg::' configs need pkg_resources,
 # which setuptools 81 removed. mmcv's sdist is built with setuptools < 70, as measured.
@@ -63,8 +64,17 @@ log "build tools: $SETUPTOOLS, wheel"
 if "$PY" -c 'import torch, torchvision' >/dev/null 2>&1; then
     log "keeping the installed torch $(torch_version) / torchvision pair"
 else
+    # The pair is a CUDA build: about 5.6 GB in the venv (measured). Without the room pip
+    # fails half-way with a bare "[Errno 28] No space left on device".
+    free_mb=$(df -Pm "$VENV" | awk 'NR == 2 {print $4}')
+    if [ "$free_mb" -lt "$TORCH_NEEDS_MB" ]; then
+        log "installing torch $TORCH_VERSION + torchvision $TORCHVISION_VERSION needs about" \
+            "$TORCH_NEEDS_MB MB in $VENV; its filesystem has $free_mb MB free"
+        exit 1
+    fi
     log "installing torch $TORCH_VERSION + torchvision $TORCHVISION_VERSION"
-    "${PIP[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" "$SETUPTOOLS"
+    "${PIP[@]}" install -q --no-cache-dir "torch==$TORCH_VERSION" \
+        "torchvision==$TORCHVISION_VERSION" "$SETUPTOOLS"
 fi
 TORCH=$(torch_version)
 
