@@ -82,11 +82,12 @@ def peak_rss_mb() -> float:
 
 
 def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
-           threads: int, device: str = 'cpu', batch: int = 1) -> None:
+           threads: int, device: str = 'cpu', batch: int = 1, amp: bool = False) -> None:
     """Measure one model in one mode at every size; one JSON line per size on stdout.
 
     On CUDA the time is wall time between synchronisations and the memory is the rise of
-    ``torch.cuda.max_memory_allocated`` over the allocation before the runs.
+    ``torch.cuda.max_memory_allocated`` over the allocation before the runs. ``amp`` runs the
+    model under bf16 autocast.
     """
     import torch
     torch.set_num_threads(threads)
@@ -99,12 +100,15 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
         img = torch.randn(batch, 3, size, size, device=device)
 
         def run():
+            autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=amp)
             if mode == 'fwd':
-                with torch.no_grad():
+                with torch.no_grad(), autocast:
                     model(img)
             else:
                 model.zero_grad(set_to_none=True)
-                model(img)[-1].float().pow(2).mean().backward()
+                with autocast:
+                    out = model(img)[-1]
+                out.float().pow(2).mean().backward()
             if cuda:
                 torch.cuda.synchronize()
 
@@ -177,32 +181,47 @@ def profile_mixer(size: int, repeats: int = 3) -> list:
             (f'whole mixer, {segments}-token segments', t_segments)]
 
 
-def machine() -> str:
+def machine(device: str = 'cpu') -> str:
     import torch
+    gpu = ''
+    if device == 'cuda':
+        props = torch.cuda.get_device_properties(0)
+        gpu = (f' | {props.name} ({props.total_memory / 2**30:.0f} GiB) | CUDA '
+               f'{torch.version.cuda}')
     return (f'{platform.platform()} | {platform.processor() or platform.machine()} | '
             f'{os.cpu_count()} CPUs | load average {os.getloadavg()} | python '
             f'{platform.python_version()} | torch {torch.__version__} '
-            f'({torch.get_num_threads()} threads)')
+            f'({torch.get_num_threads()} threads){gpu}')
 
 
-def report(results: dict, models, modes, sizes, key: str, label: str, batch: int = 1) -> None:
-    """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents."""
+def report(results: dict, models, modes, sizes, key: str, label: str, setting: str) -> None:
+    """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents.
+
+    A size that some model did not finish (its worker failed) is left out of the table.
+    """
     for mode in modes:
-        print(f'\n{mode}, {label} (ms) and peak memory (MB), batch {batch}')
+        done = [s for s in sizes if all((m, mode, s) in results for m in models)]
+        print(f'\n{mode}, {label} (ms) and peak memory (MB), {setting}')
+        if len(done) < len(sizes):
+            print(f'(sizes {sorted(set(sizes) - set(done))} left out: not every model finished them)')
+        if not done:
+            continue
         print('| size | tokens | ' + ' | '.join(f'{m} ms | {m} MB' for m in models)
-              + ' | DinoVim / ViT time |')
-        print('|' + '---|' * (3 + 2 * len(models)))
-        for size in sizes:
+              + ' | DinoVim / ViT time | DinoVim / ViT memory |')
+        print('|' + '---|' * (4 + 2 * len(models)))
+        for size in done:
             cells = [results[(m, mode, size)] for m in models]
-            ratio = ''
+            time_ratio = memory_ratio = ''
             if 'DinoVim-T' in models and 'ViT' in models:
-                dinovim = results[('DinoVim-T', mode, size)][key]
-                ratio = f"{dinovim / results[('ViT', mode, size)][key]:.2f}"
+                dinovim, vit = results[('DinoVim-T', mode, size)], results[('ViT', mode, size)]
+                time_ratio = f'{dinovim[key] / vit[key]:.2f}'
+                if vit['peak_mb'] > 0:
+                    memory_ratio = f"{dinovim['peak_mb'] / vit['peak_mb']:.2f}"
             print(f'| {size} | {cells[0]["tokens"]} | '
-                  + ' | '.join(f'{c[key]:.0f} | {c["peak_mb"]:.0f}' for c in cells)
-                  + f' | {ratio} |')
-        if len(sizes) > 1:
-            lo, hi = sizes[0], sizes[-1]
+                  + ' | '.join(f'{c[key]:.1f} | {c["peak_mb"]:.0f}' for c in cells)
+                  + f' | {time_ratio} | {memory_ratio} |')
+        if len(done) > 1:
+            lo, hi = done[0], done[-1]
             slopes = []
             for m in models:
                 a, b = results[(m, mode, lo)], results[(m, mode, hi)]
@@ -227,6 +246,8 @@ def main() -> None:
                         help='cuda: wall time between synchronisations and peak allocated '
                         'GPU memory (the CPU mixer profile is skipped)')
     parser.add_argument('--batch', type=int, default=1, help='images per forward')
+    parser.add_argument('--amp', action='store_true',
+                        help='run the models under bf16 autocast (default: float32)')
     parser.add_argument('--no-profile', action='store_true')
     parser.add_argument('--profile-only', action='store_true',
                         help='only the per-part mixer profile at the largest size')
@@ -237,23 +258,28 @@ def main() -> None:
         parser.error(f'--batch must be >= 1, got {args.batch}')
     if args.worker:
         worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads,
-               args.device, args.batch)
+               args.device, args.batch, args.amp)
         return
 
     import torch
     if args.device == 'cuda' and not torch.cuda.is_available():
         parser.error('--device cuda: no CUDA device is available here')
     torch.set_num_threads(args.threads)
-    print('machine (start):', machine(), flush=True)
+    print('machine (start):', machine(args.device), flush=True)
     results = {}
     for mode in ([] if args.profile_only else args.modes):
         for name in args.models:
             cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                    str(args.repeats), '--point-seconds', str(args.point_seconds), '--threads',
                    str(args.threads), '--device', args.device, '--batch', str(args.batch),
-                   '--sizes', *map(str, sizes)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            for line in out.splitlines():
+                   '--sizes', *map(str, sizes)] + (['--amp'] if args.amp else [])
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                # the sizes it finished are kept; the tables leave out the sizes it did not
+                tail = '\n    '.join(proc.stderr.strip().splitlines()[-6:])
+                print(f'  {name} {mode}: worker failed (exit {proc.returncode}):\n    {tail}',
+                      flush=True)
+            for line in proc.stdout.splitlines():
                 row = json.loads(line)
                 results[(row['model'], row['mode'], row['size'])] = row
                 print(f"  {row['model']:<10} {row['mode']:<8} {row['size']:>5}px "
@@ -263,9 +289,10 @@ def main() -> None:
     if results:
         params = {r['model']: r['params'] for r in results.values()}
         print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
+        setting = f"batch {args.batch}, {'bf16 autocast' if args.amp else 'float32'}"
         if args.device == 'cpu':
-            report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time', args.batch)
-        report(results, args.models, args.modes, sizes, 'ms', 'wall time', args.batch)
+            report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time', setting)
+        report(results, args.models, args.modes, sizes, 'ms', 'wall time', setting)
 
     if not args.no_profile and args.device == 'cpu':
         size = sizes[-1]
@@ -273,7 +300,7 @@ def main() -> None:
               'no grad, CPU time (median of 3):')
         for part, ms in profile_mixer(size):
             print(f'  {part:<36} {ms:>9.1f} ms')
-    print('\nmachine (end):', machine())
+    print('\nmachine (end):', machine(args.device))
 
 
 if __name__ == '__main__':
