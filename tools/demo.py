@@ -347,6 +347,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     print()
     if args.quick:
         print('(--quick: a smoke test on a few images for one epoch; the numbers mean nothing)')
+    print('chance: probe top-1 14.3 % (7 classes), Binary-AUC 0.5 (docs/demo.md: why the '
+          "demo's Binary-AUC stays near it)")
     print(f'runtime {runtime / 60:.1f} min, seed {args.seed}')
     print(f'work dir: {args.work_dir}')
     print('  dino/             DINO logs and checkpoint (teacher = teacher.backbone.*)')
