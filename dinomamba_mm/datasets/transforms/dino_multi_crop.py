@@ -1,5 +1,8 @@
 """DINO's multi-crop augmentation: global crops (teacher and student), local crops (student)."""
-from typing import Optional, Sequence, Tuple
+import math
+from collections.abc import Mapping
+from numbers import Integral, Real
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from mmcv.transforms import RandomApply, RandomFlip, RandomGrayscale
 from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResizedCrop,
@@ -7,6 +10,37 @@ from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResize
 
 from dinomamba_mm.registry import TRANSFORMS
 from .random_gaussian_blur import RandomGaussianBlur
+
+# Resize interpolations each backend can run (RandomResizedCrop accepts the cv2 set; PIL has no
+# 'area', which would otherwise fail only on the first image).
+_INTERPOLATIONS = {
+    'cv2': ('nearest', 'bilinear', 'bicubic', 'area', 'lanczos'),
+    'pillow': ('nearest', 'bilinear', 'bicubic', 'lanczos'),
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _is_real_sequence(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(_is_real(v) for v in value)
+
+
+def _check(name: str, value: Any, expected: str, is_type: Callable[[Any], bool],
+           is_valid: Optional[Callable[[Any], bool]] = None) -> None:
+    """Raise TypeError unless ``is_type(value)``, then ValueError unless ``is_valid(value)``.
+
+    Both messages read "``name`` must be ``expected``, got ``repr(value)``".
+    """
+    if not is_type(value):
+        raise TypeError(f'{name} must be {expected}, got {value!r}')
+    if is_valid is not None and not is_valid(value):
+        raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
 @TRANSFORMS.register_module()
@@ -29,27 +63,43 @@ class DINOMultiCrop(MultiView):
     Expects a BGR uint8 image (``LoadImageFromFile``); follow with ``PackInputs`` and use
     ``default_collate``, so the model receives a list of (B, 3, H_c, W_c) tensors.
 
+    Every probability argument lies in [0, 1] (an int 0 or 1 is accepted); a pair is a
+    tuple or list of two numbers. All arguments are checked on construction.
+
     Args:
         num_global_crops (int): Global (teacher and student) crops, >= 1. Defaults to 2.
         num_local_crops (int): Local (student only) crops, >= 0. Defaults to 8.
-        global_crop_size (int): Side of the global crops. Defaults to 224.
-        local_crop_size (int): Side of the local crops. Defaults to 96.
-        global_crop_scale (tuple): Area range of global crops (fraction of the image).
-            Defaults to (0.4, 1.0).
-        local_crop_scale (tuple): Area range of local crops. Defaults to (0.05, 0.4).
+        global_crop_size (int): Side of the global crops, >= 1. Defaults to 224.
+        local_crop_size (int): Side of the local crops, >= 1. Defaults to 96.
+        global_crop_scale (tuple): (min, max) area range of global crops (fraction of the
+            image), 0 < min <= max <= 1. Defaults to (0.4, 1.0).
+        local_crop_scale (tuple): (min, max) area range of local crops, as above. Defaults to
+            (0.05, 0.4).
         flip_prob (float): Horizontal flip probability. Defaults to 0.5.
         color_jitter (dict, optional): mmpretrain ``ColorJitter`` arguments. Defaults to
             ``dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)``.
         color_jitter_prob (float): Probability of the colour jitter. Defaults to 0.8.
         grayscale_prob (float): Grayscale probability (luma weights on BGR). Defaults to 0.2.
-        blur_radius_range (tuple): Blur radius range. Defaults to (0.1, 2.0).
+        blur_radius_range (tuple): (min, max) blur radius, 0 <= min <= max < inf. Defaults
+            to (0.1, 2.0).
         global_blur_probs (Sequence[float]): Blur probability of global crop 1 and of the
             other global crops. Defaults to (1.0, 0.1).
         local_blur_prob (float): Blur probability of local crops. Defaults to 0.5.
         solarize_prob (float): Solarisation probability of global crops 2... Defaults to 0.2.
-        solarize_thr (float): Pixels >= this are inverted. Defaults to 128.
-        interpolation (str): Resize interpolation of the crops. Defaults to 'bicubic'.
-        backend (str): Resize backend. Defaults to 'pillow' (as torchvision / DINO).
+        solarize_thr (float): Pixels >= this are inverted, in [0, 256]. Defaults to 128.
+        interpolation (str): Resize interpolation of the crops: 'nearest', 'bilinear',
+            'bicubic', 'lanczos', or with ``backend='cv2'`` also 'area'. Defaults to 'bicubic'.
+        backend (str): Resize backend, 'pillow' or 'cv2'. Defaults to 'pillow' (as
+            torchvision / DINO).
+
+    Raises:
+        TypeError: naming the argument and its value, when it has the wrong type (e.g. a
+            string or bool for a number, a float count, a scalar for a pair, a non-dict
+            ``color_jitter``), or ``color_jitter`` holds a key or value type ``ColorJitter``
+            rejects.
+        ValueError: naming the argument and its value, when it is outside the range given
+            above (a pair of the wrong length included), or ``color_jitter`` holds a value
+            ``ColorJitter`` rejects.
     """
 
     def __init__(self,
@@ -70,21 +120,50 @@ class DINOMultiCrop(MultiView):
                  solarize_thr: float = 128,
                  interpolation: str = 'bicubic',
                  backend: str = 'pillow') -> None:
-        if not isinstance(num_global_crops, int) or num_global_crops < 1:
-            raise ValueError(f'num_global_crops must be an int >= 1, got {num_global_crops!r}')
-        if not isinstance(num_local_crops, int) or num_local_crops < 0:
-            raise ValueError(f'num_local_crops must be an int >= 0, got {num_local_crops!r}')
-        if len(global_blur_probs) != 2:
-            raise ValueError('global_blur_probs must be (first global crop, other global '
-                             f'crops), got {global_blur_probs}')
+        # Everything is checked here, so a bad config fails when it is built, naming our
+        # argument rather than the mmpretrain / mmcv one it feeds.
+        _check('num_global_crops', num_global_crops, 'an int >= 1', _is_int, lambda v: v >= 1)
+        _check('num_local_crops', num_local_crops, 'an int >= 0', _is_int, lambda v: v >= 0)
+        for name, size in (('global_crop_size', global_crop_size),
+                           ('local_crop_size', local_crop_size)):
+            _check(name, size, 'an int >= 1', _is_int, lambda v: v >= 1)
+        for name, scale in (('global_crop_scale', global_crop_scale),
+                            ('local_crop_scale', local_crop_scale)):
+            _check(name, scale, 'a (min, max) pair with 0 < min <= max <= 1', _is_real_sequence,
+                   lambda v: len(v) == 2 and 0 < v[0] <= v[1] <= 1)
+        for name, prob in (('flip_prob', flip_prob), ('color_jitter_prob', color_jitter_prob),
+                           ('grayscale_prob', grayscale_prob),
+                           ('local_blur_prob', local_blur_prob),
+                           ('solarize_prob', solarize_prob)):
+            _check(name, prob, 'a probability in [0, 1]', _is_real, lambda v: 0 <= v <= 1)
+        _check('global_blur_probs', global_blur_probs,
+               'a (first global crop, other global crops) pair of probabilities in [0, 1]',
+               _is_real_sequence, lambda v: len(v) == 2 and all(0 <= p <= 1 for p in v))
+        _check('blur_radius_range', blur_radius_range,
+               'a (min, max) pair with 0 <= min <= max < inf', _is_real_sequence,
+               lambda v: len(v) == 2 and 0 <= v[0] <= v[1] < math.inf)
+        _check('solarize_thr', solarize_thr, 'a number in [0, 256]', _is_real,
+               lambda v: 0 <= v <= 256)
+        _check('backend', backend, f'one of {tuple(_INTERPOLATIONS)}',
+               lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS)
+        _check('interpolation', interpolation,
+               f'one of {_INTERPOLATIONS[backend]} with backend {backend!r}',
+               lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS[backend])
+        _check('color_jitter', color_jitter, 'None or a dict of mmpretrain ColorJitter arguments',
+               lambda v: v is None or isinstance(v, Mapping))
         if color_jitter is None:
             color_jitter = dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)
+        try:  # ColorJitter checks its own arguments; say which of ours they came from
+            ColorJitter(**color_jitter)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f'color_jitter must be a dict of valid mmpretrain ColorJitter '
+                          f'arguments, got {color_jitter!r}: {e}') from e
 
         def view(size, scale, blur_prob, solarize):
             pipeline = [
                 RandomResizedCrop(scale=size, crop_ratio_range=scale,
                                   interpolation=interpolation, backend=backend),
-                RandomFlip(prob=flip_prob, direction='horizontal'),
+                RandomFlip(prob=float(flip_prob), direction='horizontal'),  # mmcv: float only
                 RandomApply(transforms=[ColorJitter(**color_jitter)],
                             prob=color_jitter_prob),
                 RandomGrayscale(prob=grayscale_prob, keep_channels=True,

@@ -1,5 +1,6 @@
 """DINO multi-crop pipeline: crop counts/sizes, per-crop-type augmentations, seeding."""
 import random
+import re
 
 import numpy as np
 import pytest
@@ -107,10 +108,96 @@ def test_gaussian_blur_radius_and_probability(monkeypatch):
         RandomGaussianBlur(radius_range=(2.0, 0.1))
 
 
-def test_bad_arguments():
-    with pytest.raises(ValueError, match='num_global_crops'):
-        DINOMultiCrop(num_global_crops=0)
-    with pytest.raises(ValueError, match='num_local_crops'):
-        DINOMultiCrop(num_local_crops=-1)
-    with pytest.raises(ValueError, match='global_blur_probs'):
-        DINOMultiCrop(global_blur_probs=(1.0,))
+@pytest.mark.parametrize('kwargs,error', [
+    # crop counts and sizes
+    (dict(num_global_crops=0), ValueError),
+    (dict(num_global_crops=2.0), TypeError),
+    (dict(num_global_crops=True), TypeError),
+    (dict(num_local_crops=-1), ValueError),
+    (dict(num_local_crops='8'), TypeError),
+    (dict(global_crop_size=0), ValueError),
+    (dict(local_crop_size=0), ValueError),
+    (dict(local_crop_size=-96), ValueError),
+    (dict(local_crop_size=96.0), TypeError),
+    # crop scales: 0 < min <= max <= 1
+    (dict(global_crop_scale=(1, 0.4)), ValueError),
+    (dict(global_crop_scale=(0.0, 1.0)), ValueError),
+    (dict(global_crop_scale=(0.4, 1.5)), ValueError),
+    (dict(global_crop_scale=(0.4, float('nan'))), ValueError),
+    (dict(local_crop_scale=(0.05,)), ValueError),
+    (dict(local_crop_scale=(0.05, 0.2, 0.4)), ValueError),
+    (dict(local_crop_scale=0.4), TypeError),
+    (dict(local_crop_scale=('0.05', '0.4')), TypeError),
+    # probabilities in [0, 1]
+    (dict(flip_prob=1.5), ValueError),
+    (dict(flip_prob=-0.1), ValueError),
+    (dict(flip_prob='0.5'), TypeError),
+    (dict(color_jitter_prob=1.5), ValueError),
+    (dict(grayscale_prob=-1), ValueError),
+    (dict(local_blur_prob=2.0), ValueError),
+    (dict(solarize_prob=2.0), ValueError),
+    (dict(solarize_prob=None), TypeError),
+    (dict(global_blur_probs=(2, 0.1)), ValueError),
+    (dict(global_blur_probs=(1.0, -0.1)), ValueError),
+    (dict(global_blur_probs=(1.0,)), ValueError),
+    (dict(global_blur_probs=0.5), TypeError),
+    # blur radius, solarisation threshold
+    (dict(blur_radius_range=(2.0, 0.1)), ValueError),
+    (dict(blur_radius_range=(-0.1, 2.0)), ValueError),
+    (dict(blur_radius_range=(0.1, float('inf'))), ValueError),
+    (dict(blur_radius_range=2.0), TypeError),
+    (dict(solarize_thr=300), ValueError),
+    (dict(solarize_thr=None), TypeError),
+    # resizing
+    (dict(backend='turbojpeg'), ValueError),
+    (dict(backend=None), TypeError),
+    (dict(interpolation='cubic'), ValueError),
+    (dict(interpolation='area'), ValueError),  # cv2 only; PIL would fail on the first image
+    (dict(interpolation=2), TypeError),
+    # colour jitter
+    (dict(color_jitter=[0.4, 0.4]), TypeError),
+    (dict(color_jitter=dict(brightness=-0.4)), ValueError),
+    (dict(color_jitter=dict(sharpness=0.4)), TypeError),
+])
+def test_bad_arguments_name_the_argument_and_value(kwargs, error):
+    (name, value), = kwargs.items()
+    with pytest.raises(error) as info:
+        DINOMultiCrop(**kwargs)
+    message = str(info.value)
+    assert type(info.value) is error
+    assert message.startswith(f'{name} must be '), message
+    assert repr(value) in message, message
+
+
+def test_bad_arguments_fail_when_built_from_a_config():
+    with pytest.raises(ValueError, match=r'local_crop_size must be an int >= 1, got 0'):
+        TRANSFORMS.build(dict(type='DINOMultiCrop', local_crop_size=0))
+    with pytest.raises(ValueError, match=re.escape(
+            'global_crop_scale must be a (min, max) pair with 0 < min <= max <= 1, '
+            'got (1, 0.4)')):
+        DINOMultiCrop(global_crop_scale=(1, 0.4))
+
+
+@pytest.mark.parametrize('kwargs', [
+    dict(flip_prob=1, color_jitter_prob=0, grayscale_prob=1, local_blur_prob=0,
+         solarize_prob=1, global_blur_probs=[1, 0]),  # ints 0 / 1 and a list are probabilities
+    dict(global_crop_scale=[1, 1], local_crop_scale=(0.05, 0.05), blur_radius_range=(0, 0)),
+    dict(num_global_crops=np.int64(1), num_local_crops=np.int64(0), local_crop_size=1),
+    dict(solarize_thr=0, interpolation='area', backend='cv2'),
+    dict(solarize_thr=256.0, interpolation='lanczos', color_jitter=dict(hue=(-0.1, 0.1))),
+])
+def test_edge_arguments_are_accepted_and_run(kwargs):
+    t = DINOMultiCrop(**{**dict(global_crop_size=8, local_crop_size=4), **kwargs})
+    _seed(0)
+    crops = t(dict(img=_image(size=16)))['img']
+    assert len(crops) == t.num_global_crops + t.num_local_crops
+
+
+def test_int_flip_prob_flips():
+    t = DINOMultiCrop(num_global_crops=1, num_local_crops=0, global_crop_size=16,
+                      global_crop_scale=(1, 1), flip_prob=1, color_jitter_prob=0,
+                      grayscale_prob=0, global_blur_probs=(0, 0))
+    img = _image(size=16)
+    _seed(0)
+    crop, = t(dict(img=img))['img']
+    assert np.array_equal(crop, img[:, ::-1])
