@@ -7,6 +7,7 @@ mmdet) reaches them as ``type='dinomamba_mm.Name'`` once ``dinomamba_mm`` is imp
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import EVALUATOR as MMENGINE_EVALUATOR
+from mmengine.registry import FUNCTIONS as MMENGINE_FUNCTIONS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import LOOPS as MMENGINE_LOOPS
 from mmengine.registry import METRICS as MMENGINE_METRICS
@@ -36,6 +37,8 @@ DATA_SAMPLERS = Registry('data sampler', parent=MMENGINE_DATA_SAMPLERS,
                          scope=SCOPE, locations=['dinomamba_mm.datasets'])
 TRANSFORMS = Registry('transform', parent=MMENGINE_TRANSFORMS, scope=SCOPE,
                       locations=['dinomamba_mm.datasets'])
+FUNCTIONS = Registry('function', parent=MMENGINE_FUNCTIONS, scope=SCOPE,
+                     locations=['dinomamba_mm.datasets'])
 
 MODELS = Registry('model', parent=MMENGINE_MODELS, scope=SCOPE,
                   locations=['dinomamba_mm.models'])

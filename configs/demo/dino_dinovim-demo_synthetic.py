@@ -90,6 +90,9 @@ custom_hooks = [
     dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
+    # restores drop path's draws on --resume; the persistent workers above keep their own
+    # streams, so a resumed demo is statistically, not bitwise, the uninterrupted one
+    dict(type='dinomamba_mm.RandomStateHook'),
 ]
 
 default_hooks = dict(

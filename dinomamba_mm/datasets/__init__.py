@@ -1,1 +1,4 @@
 from . import transforms  # noqa: F401
+from .worker_seed import seed_worker_from_loader
+
+__all__ = ['seed_worker_from_loader']

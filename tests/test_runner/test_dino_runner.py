@@ -39,7 +39,7 @@ model = dict(
     neck=dict(in_channels=16, out_channels=32, hidden_channels=32, bottleneck_channels=8),
     head=dict(out_channels=32))
 train_dataloader = dict(
-    batch_size=2, num_workers={workers}, persistent_workers=False, pin_memory=False,
+    batch_size=2, num_workers={workers}, pin_memory=False,
     dataset=dict(
         _delete_=True, type='CustomDataset', data_root='{data}', ann_file='ann.txt',
         data_prefix='', pipeline=[
@@ -191,17 +191,18 @@ def test_two_iterations(tmp_path, config_name):
 def test_resume_continues_exactly(tmp_path):
     """Killed after epoch 1 of 2 and resumed = uninterrupted, loss by loss and weight by weight.
 
-    Needs drop path 0 (the model's own randomness is not checkpointed) and a dataloader
-    worker that is not persistent: mmengine seeds each epoch's worker from the seed alone, so
-    epoch e's augmentations do not depend on the epochs before it.
+    With the configs' randomness: drop path 0.1 in the main process and a dataloader worker
+    (restarted each epoch, seeded by seed_worker_from_loader) drawing the crops; the
+    RandomStateHook in the checkpoint is what makes the resumed draws the same.
     """
     extra = ("custom_hooks = [dict(type='dinomamba_mm.DINOTeacherEMAHook'),"
              " dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,"
              " teacher_temp=0.07, warmup_epochs=2),"
              " dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),"
-             " dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1)]\n")
+             " dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1),"
+             " dict(type='dinomamba_mm.RandomStateHook')]\n")
     path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
-                       epochs=2, num_images=4, workers=1, drop_path=0., extra=extra)
+                       epochs=2, num_images=4, workers=1, drop_path=0.1, extra=extra)
     full, full_losses = run(path, tmp_path / 'full', 'full')
     _, first = run(path, tmp_path / 'killed', 'killed', extra_hooks=[StopAfterEpoch(1)])
     resumed, rest = run(path, tmp_path / 'killed', 'resumed', resume=True)
@@ -213,6 +214,32 @@ def test_resume_continues_exactly(tmp_path):
     for key, value in full_state.items():
         torch.testing.assert_close(resumed_state[key], value, rtol=1e-6, atol=1e-7,
                                    msg=key)
+
+
+def test_resume_without_random_states_is_refused(tmp_path):
+    """The same run resumed from a checkpoint the hook did not write: the resumed draws
+    would differ, so it is an error naming the missing key, not a silent divergence."""
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4)
+    run(path, tmp_path / 'killed', 'killed', extra_hooks=[StopAfterEpoch(1)])
+    checkpoint_path = tmp_path / 'killed' / 'epoch_1.pth'
+    checkpoint = torch.load(str(checkpoint_path), map_location='cpu', weights_only=False)
+    del checkpoint['random_states']
+    torch.save(checkpoint, str(checkpoint_path))
+    with pytest.raises(ValueError, match="no 'random_states'.*RandomStateHook"):
+        run(path, tmp_path / 'killed', 'resumed', resume=True)
+
+
+def test_resume_inside_an_epoch_is_refused(tmp_path):
+    """An iteration checkpoint inside an epoch: mmengine's EpochBasedTrainLoop would replay
+    the epoch from its first batch (more iterations than max_iters)."""
+    extra = "default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1))\n"
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, extra=extra)
+    run(path, tmp_path / 'killed', 'killed', extra_hooks=[StopAfterEpoch(1)])
+    (tmp_path / 'killed' / 'last_checkpoint').write_text(str(tmp_path / 'killed' / 'iter_1.pth'))
+    with pytest.raises(ValueError, match='iteration 1: it was saved during epoch 1 .2 iterations'):
+        run(path, tmp_path / 'killed', 'resumed', resume=True)
 
 
 @pytest.mark.slow

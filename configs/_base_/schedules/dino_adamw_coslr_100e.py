@@ -38,4 +38,7 @@ custom_hooks = [
     # no update of the projection head's last layer during the first epoch
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
+    # generator states in the checkpoints, so that --resume continues exactly (drop path,
+    # the workers' seeds)
+    dict(type='dinomamba_mm.RandomStateHook'),
 ]

@@ -31,7 +31,10 @@ train_pipeline = [
 train_dataloader = dict(
     batch_size=64,
     num_workers=10,
-    persistent_workers=True,
+    # Workers restarted each epoch and seeded from the main process's generator, which
+    # RandomStateHook checkpoints: a resumed run draws the uninterrupted run's augmentations.
+    persistent_workers=False,
+    worker_init_fn=dict(type='dinomamba_mm.seed_worker_from_loader'),
     pin_memory=True,
     drop_last=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
