@@ -3,6 +3,7 @@ import copy
 from typing import List, Optional, Sequence, Union
 
 import torch
+from mmengine.runner.checkpoint import load_checkpoint
 from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
@@ -79,12 +80,28 @@ class DINO(BaseSelfSupervisor):
     def init_weights(self) -> None:
         """Initialise the student, then start the teacher as an exact copy of it.
 
-        With ``pretrained`` (a whole-model ``Pretrained`` init_cfg) the checkpoint's teacher
-        is kept.
+        With ``pretrained`` (a whole-model ``Pretrained`` init_cfg without ``prefix``) the
+        whole model, teacher included, is loaded from the checkpoint strictly: mmengine's
+        ``Pretrained`` would only log missing keys, and a checkpoint without ``teacher.*`` keys
+        would leave the teacher at its construction-time weights.
+
+        Raises:
+            ValueError: naming the checkpoint, when its keys or shapes differ from the model's.
         """
-        super().init_weights()
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+        init_cfg = self.init_cfg
+        if (isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
+                and init_cfg.get('prefix') is None):
+            checkpoint = init_cfg['checkpoint']
+            try:
+                load_checkpoint(self, checkpoint, map_location='cpu', strict=True,
+                                logger='current')
+            except RuntimeError as exc:
+                reason = ' '.join(str(exc).split())  # mmengine's message spans lines
+                raise ValueError(f'pretrained DINO checkpoint {checkpoint!r} does not match '
+                                 f'the model: {reason}') from None
+            self._is_init = True
             return
+        super().init_weights()
         self.teacher['backbone'].load_state_dict(self.backbone.state_dict())
         self.teacher['neck'].load_state_dict(self.neck.state_dict())
 

@@ -1,4 +1,6 @@
 """DINO algorithm: EMA teacher, multi-crop forward, optimizer exclusion, teacher features."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -185,3 +187,20 @@ def test_pretrained_keeps_the_checkpoint_teacher(tmp_path):
     model.init_weights()
     for key, value in source.state_dict().items():
         assert torch.equal(model.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize('dropped', ['teacher.', 'head.center'])
+def test_pretrained_without_some_keys_is_an_error(tmp_path, dropped):
+    """mmengine's Pretrained init only logs missing keys; a teacher left at its construction
+    weights (or a missing centre) must stop the run, naming the checkpoint and the keys."""
+    source = build()
+    state = {k: v for k, v in source.state_dict().items() if not k.startswith(dropped)}
+    path = str(tmp_path / 'dino.pth')
+    torch.save(dict(state_dict=state), path)
+    model = MODELS.build(dict(
+        type='DINO', backbone=VIT, pretrained=path,
+        neck=dict(type='dinomamba_mm.DINOProjectionHead', in_channels=16, out_channels=K,
+                  hidden_channels=24, bottleneck_channels=8),
+        head=dict(type='dinomamba_mm.DINOLossHead', out_channels=K)))
+    with pytest.raises(ValueError, match=f"{re.escape(path)}.*missing keys.*{dropped}"):
+        model.init_weights()
