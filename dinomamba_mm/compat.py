@@ -22,6 +22,9 @@ Applied once, on ``import dinomamba_mm`` (which ``custom_imports`` does before a
 6. ``_base_ = 'pkg::path'`` inheritance only knows the packages in mmengine's hard-coded
    ``MODULE2PACKAGE``; we add ours. It takes effect in processes that imported dinomamba_mm before
    parsing the config (our tools do; a stock tool parses ``_base_`` before ``custom_imports``).
+   mmengine then looks for the package next to its distribution's metadata, which an editable
+   install (``pip install -e .``, what ``make env`` does) keeps in site-packages, away from the
+   checkout: for dinomamba_mm the package's own directory is used.
 """
 import argparse
 import os.path as osp
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 from mmcv.image import photometric
+from mmengine.config import config as config_module
 from mmengine.config import utils as config_utils
 from mmengine.dist import utils as dist_utils
 from mmengine.logging.history_buffer import HistoryBuffer
@@ -130,6 +134,7 @@ def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
 
 _mmengine_init_dist_pytorch = dist_utils._init_dist_pytorch
 _mmengine_ddp_init = ddp_wrappers.MMDistributedDataParallel.__init__
+_mmengine_get_installed_path = config_module.get_installed_path
 
 
 def _init_dist_pytorch(backend: str = 'nccl', init_backend: str = 'torch',
@@ -149,6 +154,14 @@ def _ddp_init(self, module, detect_anomalous_params: bool = False, **kwargs):
                        detect_anomalous_params=detect_anomalous_params, **kwargs)
 
 
+def _get_installed_path(package: str) -> str:
+    # mmengine locates 'pkg::' configs at <distribution location>/<package>; an editable
+    # install (PEP 660) has its distribution in site-packages and the package in the checkout.
+    if package == 'dinomamba_mm':
+        return osp.dirname(osp.abspath(__file__))
+    return _mmengine_get_installed_path(package)
+
+
 def apply() -> None:
     """Install the shims (idempotent)."""
     torch.serialization.add_safe_globals(
@@ -158,6 +171,7 @@ def apply() -> None:
     dist_utils._init_dist_pytorch = _init_dist_pytorch
     ddp_wrappers.MMDistributedDataParallel.__init__ = _ddp_init
     config_utils.MODULE2PACKAGE.setdefault('dinomamba_mm', 'dinomamba_mm')
+    config_module.get_installed_path = _get_installed_path
 
 
 apply()

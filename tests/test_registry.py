@@ -66,16 +66,21 @@ def test_scope_reaches_every_registered_module(scope, tmp_path):
 
 def test_configs_inherit_from_the_installed_package(tmp_path):
     """``_base_ = 'dinomamba_mm::...'`` resolves through the package's .mim folder once the
-    package is imported (as tools/train.py does before parsing)."""
-    from mmengine.config import Config
-
-    import dinomamba_mm  # noqa: F401
+    package is imported (as tools/train.py does before parsing), from any working directory:
+    run in a fresh interpreter in tmp_path, where no egg-info of the checkout is on sys.path.
+    """
     cfg_path = tmp_path / 'child.py'
     cfg_path.write_text(
         "_base_ = ['dinomamba_mm::_base_/models/dino_dinovim-base.py',\n"
         "          'dinomamba_mm::_base_/datasets/synthetic_cls.py']\n"
         "model = dict(backbone=dict(arch='tiny'))\n")
-    cfg = Config.fromfile(str(cfg_path))
-    assert cfg.model.backbone.type == 'dinomamba_mm.DinoVim'
-    assert cfg.model.backbone.arch == 'tiny'
-    assert cfg.train_dataloader.dataset.data_root == 'data/synthetic/cls'
+    probe = ('import json, sys; import dinomamba_mm; from mmengine.config import Config; '
+             'cfg = Config.fromfile(sys.argv[1]); '
+             'print("RESULT", json.dumps([cfg.model.backbone.type, cfg.model.backbone.arch, '
+             'cfg.train_dataloader.dataset.data_root]))')
+    proc = subprocess.run([sys.executable, '-c', probe, str(cfg_path)], capture_output=True,
+                          text=True, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')][-1]
+    assert json.loads(line[len('RESULT '):]) == ['dinomamba_mm.DinoVim', 'tiny',
+                                                 'data/synthetic/cls']
