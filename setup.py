@@ -54,7 +54,8 @@ def add_mim_extension() -> None:
         if editable:
             os.symlink(osp.relpath(src, mim_root), dst)
         elif osp.isdir(src):
-            shutil.copytree(src, dst)
+            shutil.copytree(src, dst,
+                            ignore=shutil.ignore_patterns('__pycache__', '*.py[cod]'))
         else:
             shutil.copyfile(src, dst)
 
