@@ -1,6 +1,7 @@
 # The two commands of the README (both set up the environment first, idempotently):
-#   make demo   the main job: DINO-pretrain a small DinoVim on the bundled synthetic data,
-#               linear-probe it against a random init, print the table
+#   make demo   the main job: DINO-pretrain a small DinoVim on synthetic data that it generates
+#               (data/synthetic_demo, on first use), linear-probe it against a random init,
+#               print the table
 #   make test   the test suite (slow tests excluded; `make test-slow` runs those)
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
