@@ -4,6 +4,7 @@ A job killed (SIGKILL) after its iteration-4 checkpoint and restarted with --res
 exactly the weights and optimizer state of an uninterrupted run: the oracle is the uninterrupted
 run, the code under test is checkpoint save / load / resume (dinomamba_mm.compat).
 """
+import json
 import os
 import os.path as osp
 import signal
@@ -119,6 +120,14 @@ def test_killed_training_resumes_with_nothing_lost(config, tmp_path):
     assert tested.returncode == 0, tested.stderr[-3000:]
     assert 'accuracy/top1' in tested.stdout + tested.stderr
     assert osp.isfile(out)
+    # mmpretrain's options: the metrics to a json file, with flip TTA, pin_memory off
+    metrics_file = str(tmp_path / 'metrics.json')
+    tested = run_tool(['tools/test.py', config, osp.join(full, 'iter_6.pth'),
+                       '--work-dir', str(tmp_path / 'test_tta'), '--out', metrics_file,
+                       '--out-item', 'metrics', '--tta', '--no-pin-memory'])
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    with open(metrics_file) as f:
+        assert 0 <= json.load(f)['accuracy/top1'] <= 100
 
 
 def test_resume_from_a_missing_checkpoint_names_it(config, tmp_path):

@@ -50,7 +50,8 @@ class RandomStateHook(Hook):
     mmengine re-seeds a resumed run from its seed alone, so every draw after the resume point
     differs from the uninterrupted run's: drop path, augmentations run in the main process,
     and the dataloader workers' seeds, which PyTorch draws from the main process's torch
-    generator at the start of each epoch (see :func:`dinomamba_mm.datasets.seed_worker_from_loader`).
+    generator at the start of each epoch (see
+    :func:`dinomamba_mm.datasets.seed_worker_from_loader`).
     This hook stores Python's, NumPy's and torch's CPU / CUDA states under
     ``checkpoint['random_states']`` and puts them back in ``before_train`` of a resumed run,
     after mmengine's re-seeding. With non-persistent workers seeded by
