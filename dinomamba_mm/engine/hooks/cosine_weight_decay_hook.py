@@ -4,6 +4,7 @@ from typing import Optional
 from mmengine.hooks import Hook
 
 from dinomamba_mm.registry import HOOKS
+from .argument_checks import check_number
 from .cosine_schedule import cosine_schedule
 
 
@@ -28,8 +29,7 @@ class CosineWeightDecayHook(Hook):
     priority = 'NORMAL'
 
     def __init__(self, final_weight_decay: float = 0.4) -> None:
-        if final_weight_decay < 0:
-            raise ValueError(f'final_weight_decay must be >= 0, got {final_weight_decay}')
+        check_number('final_weight_decay', final_weight_decay, 0)
         self.final_weight_decay = final_weight_decay
 
     def before_train(self, runner) -> None:

@@ -5,6 +5,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.registry import HOOKS
+from .argument_checks import check_number
 from .cosine_schedule import cosine_schedule
 
 
@@ -26,9 +27,8 @@ class DINOTeacherEMAHook(Hook):
     priority = 'NORMAL'  # before CheckpointHook (VERY_LOW) so checkpoints hold the updated teacher
 
     def __init__(self, base_momentum: float = 0.996, final_momentum: float = 1.0) -> None:
-        for name, value in (('base_momentum', base_momentum), ('final_momentum', final_momentum)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f'{name} must be in [0, 1], got {value}')
+        check_number('base_momentum', base_momentum, 0, 1)
+        check_number('final_momentum', final_momentum, 0, 1)
         self.base_momentum = base_momentum
         self.final_momentum = final_momentum
 

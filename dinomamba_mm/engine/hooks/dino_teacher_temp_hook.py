@@ -4,6 +4,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import IterBasedTrainLoop
 
 from dinomamba_mm.registry import HOOKS
+from .argument_checks import check_number
 
 
 @HOOKS.register_module()
@@ -29,9 +30,8 @@ class DINOTeacherTempHook(Hook):
 
     def __init__(self, warmup_teacher_temp: float = 0.04, teacher_temp: float = 0.04,
                  warmup_epochs: int = 0) -> None:
-        if warmup_teacher_temp <= 0 or teacher_temp <= 0:
-            raise ValueError('temperatures must be > 0, got warmup_teacher_temp='
-                             f'{warmup_teacher_temp}, teacher_temp={teacher_temp}')
+        check_number('warmup_teacher_temp', warmup_teacher_temp, 0, exclusive_minimum=True)
+        check_number('teacher_temp', teacher_temp, 0, exclusive_minimum=True)
         if not isinstance(warmup_epochs, int) or warmup_epochs < 0:
             raise ValueError(f'warmup_epochs must be an int >= 0, got {warmup_epochs!r}')
         self.warmup_teacher_temp = warmup_teacher_temp

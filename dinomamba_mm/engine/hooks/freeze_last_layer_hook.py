@@ -30,6 +30,9 @@ class FreezeLastLayerHook(Hook):
     def __init__(self, freeze_epochs: int = 1, module_name: str = 'neck.last_layer') -> None:
         if not isinstance(freeze_epochs, int) or freeze_epochs < 0:
             raise ValueError(f'freeze_epochs must be an int >= 0, got {freeze_epochs!r}')
+        if not isinstance(module_name, str) or not module_name:
+            raise TypeError('module_name must be the dotted name of a module (a non-empty '
+                            f'str), got {module_name!r}')
         self.freeze_epochs = freeze_epochs
         self.module_name = module_name
         self._handle = None

@@ -194,3 +194,24 @@ def test_freeze_last_layer(wrap):
 
     with pytest.raises(ValueError, match="'neck.nope'"):
         FreezeLastLayerHook(module_name='neck.nope').before_train(runner)
+
+
+@pytest.mark.parametrize('build, error, message', [
+    (lambda: DINOTeacherTempHook(teacher_temp='a'), TypeError,
+     "teacher_temp must be a number in (0, inf], got 'a'"),
+    (lambda: DINOTeacherTempHook(warmup_teacher_temp=0), ValueError,
+     'warmup_teacher_temp must be a number in (0, inf], got 0'),
+    (lambda: DINOTeacherTempHook(teacher_temp=float('nan')), TypeError, 'teacher_temp'),
+    (lambda: CosineWeightDecayHook(final_weight_decay='x'), TypeError,
+     "final_weight_decay must be a number in [0, inf], got 'x'"),
+    (lambda: CosineWeightDecayHook(final_weight_decay=-0.1), ValueError,
+     'final_weight_decay must be a number in [0, inf], got -0.1'),
+    (lambda: DINOTeacherEMAHook(final_momentum=1.5), ValueError,
+     'final_momentum must be a number in [0, 1], got 1.5'),
+    (lambda: DINOTeacherEMAHook(base_momentum=True), TypeError, 'base_momentum'),
+    (lambda: FreezeLastLayerHook(module_name=3), TypeError, 'module_name must be the dotted'),
+])
+def test_hook_arguments_are_checked(build, error, message):
+    with pytest.raises(error) as info:
+        build()
+    assert message in str(info.value)
