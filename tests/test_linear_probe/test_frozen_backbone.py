@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
+from dinomamba_mm.models.selfsup import dino_teacher_checkpoint
 from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
     teacher_backbone_state_dict
 
@@ -39,9 +40,15 @@ def test_loads_dino_reference_layout_with_ddp_prefix():
     assert list(state) == ['a']
 
 
-def test_plain_backbone_checkpoint_and_explicit_prefix():
+def test_plain_backbone_checkpoint_and_explicit_prefix(monkeypatch):
+    logged = []
+    monkeypatch.setattr(dino_teacher_checkpoint, 'print_log',
+                        lambda msg, **kwargs: logged.append(msg))
     ckpt = dict(state_dict={'backbone.a': torch.ones(1)})
-    assert list(teacher_backbone_state_dict(ckpt)) == ['a']
+    assert list(teacher_backbone_state_dict(ckpt, source='student.pth')) == ['a']
+    # not a DINO teacher for sure (a student, a supervised model): the log says what was taken
+    assert logged == ['checkpoint student.pth has no teacher.* keys; loading its backbone.* '
+                      'keys as the backbone']
     assert list(teacher_backbone_state_dict({'a': torch.ones(1)}, prefix='')) == ['a']
 
 

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from typing import Dict, Mapping, Optional
 
 import torch
+from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 
 from dinomamba_mm.models.backbones.checkpoint_mapping import (is_paper_layout,
@@ -88,6 +89,9 @@ def teacher_backbone_state_dict(
     else:
         state = _with_prefix(state_dict, BACKBONE_PREFIX)
         prefix = f"'{TEACHER_PREFIX}' or '{BACKBONE_PREFIX}'"
+        if state:  # a student or a supervised model loads just as well: say which was taken
+            print_log(f'checkpoint {source} has no teacher.* keys; loading its '
+                      f'{BACKBONE_PREFIX}* keys as the backbone', logger='current')
     if not state:
         raise ValueError(
             f'checkpoint {source} has no teacher backbone weights (looked for '
