@@ -68,6 +68,8 @@ optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999),
                    weight_decay=0.04),
+    # the global-norm clip its figures (docs/demo.md) were measured with; the ImageNet
+    # configs clip each parameter's gradient (PerParameterGradClipHook), as DINO does
     clip_grad=dict(max_norm=3.0),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 auto_scale_lr = dict(enable=False)

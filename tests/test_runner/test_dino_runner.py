@@ -49,7 +49,6 @@ train_dataloader = dict(
             dict(type='PackInputs')]))
 optim_wrapper = dict(_delete_=True, type='OptimWrapper',
                      optimizer=dict(type='AdamW', lr=5e-4, weight_decay=0.04),
-                     clip_grad=dict(max_norm=3.0),
                      paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-9, by_epoch=True, begin=0, end=1,
@@ -134,6 +133,12 @@ def test_family_is_complete():
     assert hooks['DINOTeacherTempHook'].teacher_temp == 0.04
     assert hooks['CosineWeightDecayHook'].final_weight_decay == 0.4
     assert hooks['FreezeLastLayerHook'].freeze_epochs == 1
+    # DINO's clipping (per parameter), not mmengine's global one as well
+    assert hooks['PerParameterGradClipHook'].max_norm == 3.0
+    assert 'clip_grad' not in cfg.optim_wrapper
+    assert 'RandomStateHook' in hooks
+    assert cfg.train_dataloader.persistent_workers is False
+    assert cfg.train_dataloader.worker_init_fn.type == 'dinomamba_mm.seed_worker_from_loader'
     crop = cfg.train_dataloader.dataset.pipeline[1]
     assert (crop.num_global_crops, crop.num_local_crops) == (2, 8)
     assert (crop.global_crop_size, crop.local_crop_size) == (224, 96)
@@ -200,6 +205,7 @@ def test_resume_continues_exactly(tmp_path):
              " teacher_temp=0.07, warmup_epochs=2),"
              " dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),"
              " dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1),"
+             " dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),"
              " dict(type='dinomamba_mm.RandomStateHook')]\n")
     path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
                        epochs=2, num_images=4, workers=1, drop_path=0.1, extra=extra)
@@ -244,8 +250,9 @@ def test_resume_inside_an_epoch_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_two_process_ddp_run_saves_checkpoint(tmp_path):
+    # one dataloader worker per process: seed_worker_from_loader reads the rank in a worker
     path = tiny_config(tmp_path, 'dino_dinovim-tiny-p16_8xb64-amp-coslr-100e_in1k.py',
-                       epochs=2, num_images=4)
+                       epochs=2, num_images=4, workers=1)
     work = tmp_path / 'ddp'
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get('PYTHONPATH', '')]))
     proc = subprocess.run(

@@ -3,15 +3,15 @@
 # (enabled here: the recipe always scales); linear warm-up from 0 (start_factor 1e-9) over 10
 # epochs, then cosine to 1e-6, both per iteration: DINO's schedule value for value.
 # Weight decay 0.04 -> 0.4 (cosine per iteration) on weights only: biases and all 1-D
-# parameters (norms, A_log, D, dt_bias) get none. Gradients clipped to a global norm of 3.0
-# (DINO clips each parameter's gradient norm to 3.0 separately). bf16 autocast.
+# parameters (norms, A_log, D, dt_bias) get none. Each parameter's gradient clipped to a norm
+# of 3.0 on its own, as DINO does (PerParameterGradClipHook below; mmengine's clip_grad would
+# clip the norm of all gradients together). bf16 autocast.
 # The EMA teacher has requires_grad=False, so the optimizer constructor (with a
 # paramwise_cfg) leaves it out.
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
     optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999), weight_decay=0.04),
-    clip_grad=dict(max_norm=3.0),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 
 warmup_epochs = 10
@@ -38,6 +38,8 @@ custom_hooks = [
     # no update of the projection head's last layer during the first epoch
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
+    # each parameter's gradient norm clipped to 3.0 before the update
+    dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),
     # generator states in the checkpoints, so that --resume continues exactly (drop path,
     # the workers' seeds)
     dict(type='dinomamba_mm.RandomStateHook'),

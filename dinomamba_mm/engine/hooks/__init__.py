@@ -2,9 +2,10 @@ from .cosine_weight_decay_hook import CosineWeightDecayHook
 from .dino_teacher_ema_hook import DINOTeacherEMAHook
 from .dino_teacher_temp_hook import DINOTeacherTempHook
 from .freeze_last_layer_hook import FreezeLastLayerHook
+from .per_parameter_grad_clip_hook import PerParameterGradClipHook
 from .random_state_hook import RandomStateHook
 
 __all__ = [
     'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
-    'RandomStateHook'
+    'PerParameterGradClipHook', 'RandomStateHook'
 ]

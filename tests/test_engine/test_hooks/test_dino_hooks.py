@@ -11,7 +11,9 @@ from torch import nn
 
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.engine.hooks import (CosineWeightDecayHook, DINOTeacherEMAHook,
-                                       DINOTeacherTempHook, FreezeLastLayerHook)
+                                       DINOTeacherTempHook, FreezeLastLayerHook,
+                                       PerParameterGradClipHook)
+from dinomamba_mm.engine.hooks.per_parameter_grad_clip_hook import clip_each_gradient_
 from dinomamba_mm.registry import HOOKS
 
 
@@ -215,3 +217,42 @@ def test_hook_arguments_are_checked(build, error, message):
     with pytest.raises(error) as info:
         build()
     assert message in str(info.value)
+
+
+def test_clip_each_gradient_against_the_formula():
+    """DINO's clip_gradients, written out in float64: g * min(1, c / (||g|| + 1e-6))."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.normal(size=shape) * scale
+              for shape, scale in (((3, 4), 10.), ((5,), 0.01), ((2, 2, 2), 1.))]
+    grads = [torch.tensor(a, dtype=torch.float64) for a in arrays]
+    clip_each_gradient_(grads, max_norm=3.0)
+    for got, a in zip(grads, arrays):
+        expected = a * min(1.0, 3.0 / (np.sqrt((a ** 2).sum()) + 1e-6))
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+    assert torch.linalg.norm(grads[0]).item() == pytest.approx(3.0, rel=1e-6)
+
+
+def test_per_parameter_clip_hook_clips_inside_the_optimizer_step():
+    big, small = nn.Parameter(torch.zeros(4)), nn.Parameter(torch.zeros(3))
+    optim_wrapper = OptimWrapper(torch.optim.SGD([big, small], lr=1.0))
+    runner = SimpleNamespace(optim_wrapper=optim_wrapper)
+    hook = PerParameterGradClipHook(max_norm=1.0)
+    hook.before_train(runner)
+    big.grad = torch.tensor([3., 4., 0., 0.])  # norm 5 -> scaled to norm 1
+    small.grad = torch.tensor([0.1, 0.2, 0.2])  # norm 0.3 -> unchanged (a global clip would
+    optim_wrapper.step()                        # have scaled it by 1 / 5.01)
+    torch.testing.assert_close(big.detach(), -torch.tensor([3., 4., 0., 0.]) / (5 + 1e-6))
+    torch.testing.assert_close(small.detach(), -torch.tensor([0.1, 0.2, 0.2]))
+    hook.after_train(runner)
+    big.grad = torch.tensor([3., 4., 0., 0.])
+    optim_wrapper.step()  # hook removed: a plain SGD step
+    torch.testing.assert_close(big.detach(), -torch.tensor([3., 4., 0., 0.]) * (1 + 1 / 5.000001))
+
+
+def test_per_parameter_clip_hook_refuses_a_second_clip():
+    optim_wrapper = OptimWrapper(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0),
+                                 clip_grad=dict(max_norm=3.0))
+    with pytest.raises(ValueError, match="remove optim_wrapper.clip_grad=.*'max_norm': 3.0"):
+        PerParameterGradClipHook().before_train(SimpleNamespace(optim_wrapper=optim_wrapper))
+    with pytest.raises(ValueError, match='max_norm must be a number in \\(0, inf\\], got 0'):
+        PerParameterGradClipHook(max_norm=0)
