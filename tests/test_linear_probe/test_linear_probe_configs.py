@@ -1,5 +1,6 @@
-"""The linear-probe configs: feature layout per backbone, a Runner run on the synthetic set
-(backbone frozen, head trained), and the error for a checkpoint without a teacher."""
+"""The linear-probe configs: feature layout per backbone, Runner runs on the synthetic set
+(the demo probe; every ImageNet probe config with a tiny backbone), and the error for a
+checkpoint without a teacher."""
 import glob
 import os.path as osp
 import subprocess
@@ -120,3 +121,52 @@ def test_paper_teacher_configs(prefix, hf_path, layout):
     cfg = Config.fromfile(path)
     assert cfg.model.backbone.checkpoint.endswith(f'/{hf_path}/checkpoint.pth')
     assert cfg.model.backbone.backbone.get('token_layout') == layout
+
+
+TINY_ARCH = {
+    'dinomamba_mm.DinoVim': dict(embed_dims=16, num_layers=8, headdim=8, d_state=4),
+    'dinomamba_mm.DinoMambaReg': dict(embed_dims=16, num_layers=8, headdim=8, d_state=4),
+    'dinomamba_mm.LinearViT': dict(embed_dims=16, num_layers=2, num_heads=2,
+                                   feedforward_channels=32),
+    'VisionTransformer': dict(embed_dims=16, num_layers=2, num_heads=2,
+                              feedforward_channels=32),
+}
+
+
+@pytest.mark.parametrize('prefix', [e[0] for e in EXPECTED])
+def test_every_probe_config_trains_two_iterations(prefix, tiny_synthetic, tmp_path):
+    """Each ImageNet probe config, unchanged but for a 16-wide backbone, the synthetic data and
+    a teacher checkpoint of that backbone: 2 iterations, then validation; the frozen backbone
+    still holds the checkpoint's teacher weights afterwards."""
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
+    cfg = Config.fromfile(path)
+    inner = cfg.model.backbone.backbone
+    inner.update(arch=TINY_ARCH[inner.type], img_size=32)
+    if inner.type == 'dinomamba_mm.DinoMambaReg':
+        inner.num_registers = 2  # the tiny 2 x 2 patch grid
+    blocks = 1 if isinstance(inner.out_indices, int) else len(inner.out_indices)
+    pooled = cfg.model.neck.get('avgpool_patch_tokens', False)
+    cfg.model.head.in_channels = (blocks + int(pooled)) * 16
+
+    init_default_scope('mmpretrain')
+    from mmpretrain.registry import MODELS
+    teacher = MODELS.build(inner).state_dict()
+    checkpoint = str(tmp_path / 'dino.pth')
+    torch.save(dict(state_dict={f'teacher.backbone.{k}': v + 0.01 for k, v in teacher.items()},
+                    meta={}), checkpoint)
+    cfg.model.backbone.checkpoint = checkpoint
+    demo = _tiny_probe_cfg(tiny_synthetic, str(tmp_path / 'work'))  # data at 32 px, batch 4
+    for key in ('train_dataloader', 'val_dataloader', 'test_dataloader', 'val_evaluator',
+                'test_evaluator', 'train_cfg', 'param_scheduler', 'work_dir'):
+        cfg[key] = demo[key]
+    cfg.auto_scale_lr = dict(base_batch_size=4, enable=False)
+    cfg.default_hooks.update(checkpoint=demo.default_hooks.checkpoint,
+                             logger=demo.default_hooks.logger)
+
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    assert runner.iter == 2  # 8 images, batch 4
+    state = runner.model.state_dict()
+    for key, value in teacher.items():
+        torch.testing.assert_close(state[f'backbone.backbone.{key}'], value + 0.01, msg=key)
+    assert runner.message_hub.get_scalar('val/accuracy/top1') is not None
