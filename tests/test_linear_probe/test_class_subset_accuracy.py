@@ -40,6 +40,9 @@ def test_restricted_argmax_hand_computed():
     top1, top2 = subset_topk_accuracy(scores, labels, [1, 4], topk=(1, 2))
     assert top1 == pytest.approx(200.0 / 3)
     assert top2 == pytest.approx(100.0)
+    # top-5 of a 2-class subset is undefined: said, not an index error from torch.topk
+    with pytest.raises(ValueError, match=r'topk \(1, 5\) needs at least 5 classes.*got 2'):
+        subset_topk_accuracy(scores, labels, [1, 4], topk=(1, 5))
 
 
 def test_metric_reads_subset_from_dataset_meta(tmp_path):

@@ -75,6 +75,9 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
         raise ValueError(f'class_indices must be in [0, {scores.shape[1]}), '
                          f'got {len(index)} indices up to '
                          f'{int(index.max()) if index.numel() else None}')
+    if max(topk) > len(index):
+        raise ValueError(f'topk {tuple(topk)} needs at least {max(topk)} classes in the subset, '
+                         f'got {len(index)}')
     subset_scores = scores[:, index]
     ranked = subset_scores.topk(max(topk), dim=1).indices
     hits = ranked == labels[:, None]
