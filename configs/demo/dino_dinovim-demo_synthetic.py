@@ -1,6 +1,6 @@
 # The demo's DINO pretraining (tools/demo.py): a small DinoVim on the synthetic shapes
 # (classification layout, labels unused), sized to run in minutes on 2 CPU cores.
-# The recipe is the paper's DINO (configs/dino, PAPER.md section 4) at demo scale: a 4-block
+# The recipe is the paper's DINO (configs/dino, docs/paper.md section 4) at demo scale: a 4-block
 # 96-wide DinoVim with 8 px patches on 32 px crops of images shrunk to 48 px (17 tokens: one SSD
 # chunk), a 256-way projection head, fp32 (no bf16 autocast on CPU), 10 epochs of 125
 # iterations at batch 32 on the 4000-image demo set (tools/demo.py generates it).

@@ -1,4 +1,4 @@
-# Linear probe of DINO-pretrained DinoVim-T on ImageNet-1k (PAPER.md sections 3-4).
+# Linear probe of DINO-pretrained DinoVim-T on ImageNet-1k (docs/paper.md sections 3-4).
 # Frozen teacher backbone; feature = final-normed class token of the last 8 blocks, concatenated
 # (the paper code's get_intermediate_layers: norm_f of each block's mixer output, DinoVim's
 # out_source='mixer'); one linear layer on top.

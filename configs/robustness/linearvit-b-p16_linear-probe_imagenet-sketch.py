@@ -1,4 +1,4 @@
-# Robustness test (PAPER.md section 5) of the linearvit-b linear probe on imagenet-sketch:
+# Robustness test (docs/paper.md section 5) of the linearvit-b linear probe on imagenet-sketch:
 #   python tools/test.py configs/robustness/linearvit-b-p16_linear-probe_imagenet-sketch.py <probe checkpoint>
 _base_ = [
     '../linear_probe/linearvit-b-p16_dino-teacher_8xb128-linear-coslr-100e_in1k.py',

@@ -1,4 +1,4 @@
-# Robustness test (PAPER.md section 5) of the vit-b linear probe on imagenet-r:
+# Robustness test (docs/paper.md section 5) of the vit-b linear probe on imagenet-r:
 #   python tools/test.py configs/robustness/vit-b-p16_linear-probe_imagenet-r.py <probe checkpoint>
 _base_ = [
     '../linear_probe/vit-b-p16_dino-teacher_8xb128-linear-coslr-100e_in1k.py',

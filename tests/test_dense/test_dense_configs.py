@@ -14,7 +14,7 @@ from dinomamba_mm.model_zoo import PAPER_CHECKPOINTS
 ADE_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'ade20k', 'upernet_*.py')))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'coco', 'cascade-*.py')))
 USER_CONFIG = osp.join(REPO, 'configs', 'dinovim_b_ade20k.py')
-# backbone parameters in millions at 224 px: PAPER.md section 3 (DinoVim T / S / B) and ViT-B/16
+# backbone parameters in millions at 224 px: docs/paper.md section 3 (DinoVim T / S / B) and ViT-B/16
 # (85.8M); LinearViT-B has ViT-B's parameters
 PAPER_PARAMS_M = {'dinovim-t': 10.7, 'dinovim-s': 40.4, 'dinovim-b': 89.0,
                   'vit-b': 85.8, 'linearvit-b': 85.8}

@@ -6,7 +6,7 @@ the SSD matrices of the forward / backward scans and their average), cuts it int
 and reports the numerical rank (sigma > sigma_max * C * eps(float32), numpy.linalg.matrix_rank's
 rule at float32 precision) and the effective rank (Roy & Vetterli: exp of the entropy of the
 normalised singular values) of the diagonal and off-diagonal (lower / upper) blocks and of the
-whole L x L matrix. Expected (PAPER.md section 1): off-diagonal blocks full (C) for softmax,
+whole L x L matrix. Expected (docs/paper.md section 1): off-diagonal blocks full (C) for softmax,
 <= N (state size) per direction for Mamba, <= D_QK for linear attention, whose whole M has rank
 <= D_QK, while Mamba's diagonal blocks are full; so over all blocks Softmax > Mamba > Linear,
 which is the order the tool checks. With N = D_QK (the paper's 64 / 64) the off-diagonal blocks

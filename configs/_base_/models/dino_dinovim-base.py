@@ -1,4 +1,4 @@
-# DINO with a DinoVim-B student (PAPER.md sections 3-4). Other backbones override `backbone`
+# DINO with a DinoVim-B student (docs/paper.md sections 3-4). Other backbones override `backbone`
 # (and `neck.in_channels` when their width differs).
 # Checkpoint keys: student `backbone.*` / `neck.*`, EMA teacher `teacher.backbone.*` /
 # `teacher.neck.*` (the model to evaluate), `head.center`, `head.teacher_temp`, `momentum`.

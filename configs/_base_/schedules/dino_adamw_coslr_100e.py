@@ -1,4 +1,4 @@
-# DINO's optimisation recipe (PAPER.md section 4), 100 epochs.
+# DINO's optimisation recipe (docs/paper.md section 4), 100 epochs.
 # lr 5e-4 for a total batch of 256, scaled linearly to the real total batch by `auto_scale_lr`
 # (enabled here: the recipe always scales); linear warm-up from 0 (start_factor 1e-9) over 10
 # epochs, then cosine to 1e-6, both per iteration: DINO's schedule value for value.

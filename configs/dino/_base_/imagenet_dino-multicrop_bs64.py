@@ -1,4 +1,4 @@
-# ImageNet-1k train split with DINO's multi-crop augmentation (PAPER.md section 4):
+# ImageNet-1k train split with DINO's multi-crop augmentation (docs/paper.md section 4):
 # 2 global crops 224 (scale 0.4-1) + 8 local crops 96 (scale 0.05-0.4), flip, colour jitter
 # (0.4, 0.4, 0.2, 0.1; p 0.8), grayscale p 0.2, Gaussian blur radius U(0.1, 2) with p 1.0 /
 # 0.1 / 0.5 (global 1 / global 2 / local), solarisation p 0.2 on global crop 2.

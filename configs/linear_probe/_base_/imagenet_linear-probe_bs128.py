@@ -1,4 +1,4 @@
-# ImageNet-1k for DINO's linear evaluation (PAPER.md section 4):
+# ImageNet-1k for DINO's linear evaluation (docs/paper.md section 4):
 # train RandomResizedCrop 224 + horizontal flip; test resize (short side) 256, centre crop 224.
 # 128 images per GPU (DINO's eval_linear default; 8 GPUs -> batch 1024).
 dataset_type = 'ImageNet'

@@ -1,4 +1,4 @@
-# DINO's linear-probe schedule (PAPER.md section 4): SGD momentum 0.9, no weight decay,
+# DINO's linear-probe schedule (docs/paper.md section 4): SGD momentum 0.9, no weight decay,
 # lr 1e-3 x batch / 256, 100 epochs, cosine to 0 stepped per epoch.
 # lr below is for the total batch 1024 (8 x 128); `tools/train.py --auto-scale-lr` rescales it
 # linearly for another total batch.
