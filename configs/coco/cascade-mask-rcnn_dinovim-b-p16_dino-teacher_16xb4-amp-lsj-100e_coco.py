@@ -1,8 +1,8 @@
 # Cascade Mask R-CNN on DinoVim-B (DINO teacher of the Dino-Mamba paper, Vim/Base), COCO with
 # large-scale jitter at 1024x1024, ViTDet's 100-epoch schedule (184375 iterations of 16 GPUs x 4
 # images), AdamW with layer-wise lr decay 0.8 over the 24 blocks (ViTDet's value for its 24-block
-# ViT-L). Paper: 42.8 box AP / 37.4 mask AP. Fewer GPUs: mmdet's train.py --auto-scale-lr (or
-# ours with --cfg-options auto_scale_lr.enable=True) scales the lr to the batch.
+# ViT-L). Paper: 42.8 box AP / 37.4 mask AP. Fewer GPUs: --auto-scale-lr (our tools/train.py or
+# mmdet's) scales the lr to the batch.
 _base_ = [
     '../_base_/models/cascade_mask_rcnn_dinovim.py',
     '../_base_/datasets/coco_instance.py',
