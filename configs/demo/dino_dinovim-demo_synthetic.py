@@ -55,7 +55,10 @@ train_pipeline = [
 train_dataloader = dict(
     batch_size=32,
     num_workers=2,
-    persistent_workers=True,
+    # as the ImageNet configs: workers restarted each epoch and seeded from the main generator
+    # (checkpointed by RandomStateHook), so that --resume continues exactly
+    persistent_workers=False,
+    worker_init_fn=dict(type='dinomamba_mm.seed_worker_from_loader'),
     drop_last=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='default_collate'),
@@ -68,9 +71,6 @@ optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999),
                    weight_decay=0.04),
-    # the global-norm clip its figures (docs/demo.md) were measured with; the ImageNet
-    # configs clip each parameter's gradient (PerParameterGradClipHook), as DINO does
-    clip_grad=dict(max_norm=3.0),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 auto_scale_lr = dict(enable=False)
 
@@ -92,8 +92,7 @@ custom_hooks = [
     dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
-    # restores drop path's draws on --resume; the persistent workers above keep their own
-    # streams, so a resumed demo is statistically, not bitwise, the uninterrupted one
+    dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),
     dict(type='dinomamba_mm.RandomStateHook'),
 ]
 
