@@ -1,13 +1,14 @@
 """DINO's multi-crop augmentation: global crops (teacher and student), local crops (student)."""
 import math
 from collections.abc import Mapping
-from numbers import Integral, Real
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from mmcv.transforms import RandomApply, RandomFlip, RandomGrayscale
 from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResizedCrop,
                                             Solarize)
 
+from dinomamba_mm.argument_checks import check_argument as check
+from dinomamba_mm.argument_checks import is_int, is_real, is_real_sequence
 from dinomamba_mm.registry import TRANSFORMS
 from .random_gaussian_blur import RandomGaussianBlur
 
@@ -17,30 +18,6 @@ _INTERPOLATIONS = {
     'cv2': ('nearest', 'bilinear', 'bicubic', 'area', 'lanczos'),
     'pillow': ('nearest', 'bilinear', 'bicubic', 'lanczos'),
 }
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def _is_real_sequence(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(_is_real(v) for v in value)
-
-
-def _check(name: str, value: Any, expected: str, is_type: Callable[[Any], bool],
-           is_valid: Optional[Callable[[Any], bool]] = None) -> None:
-    """Raise TypeError unless ``is_type(value)``, then ValueError unless ``is_valid(value)``.
-
-    Both messages read "``name`` must be ``expected``, got ``repr(value)``".
-    """
-    if not is_type(value):
-        raise TypeError(f'{name} must be {expected}, got {value!r}')
-    if is_valid is not None and not is_valid(value):
-        raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
 @TRANSFORMS.register_module()
@@ -122,35 +99,35 @@ class DINOMultiCrop(MultiView):
                  backend: str = 'pillow') -> None:
         # Everything is checked here, so a bad config fails when it is built, naming our
         # argument rather than the mmpretrain / mmcv one it feeds.
-        _check('num_global_crops', num_global_crops, 'an int >= 1', _is_int, lambda v: v >= 1)
-        _check('num_local_crops', num_local_crops, 'an int >= 0', _is_int, lambda v: v >= 0)
+        check('num_global_crops', num_global_crops, 'an int >= 1', is_int, lambda v: v >= 1)
+        check('num_local_crops', num_local_crops, 'an int >= 0', is_int, lambda v: v >= 0)
         for name, size in (('global_crop_size', global_crop_size),
                            ('local_crop_size', local_crop_size)):
-            _check(name, size, 'an int >= 1', _is_int, lambda v: v >= 1)
+            check(name, size, 'an int >= 1', is_int, lambda v: v >= 1)
         for name, scale in (('global_crop_scale', global_crop_scale),
                             ('local_crop_scale', local_crop_scale)):
-            _check(name, scale, 'a (min, max) pair with 0 < min <= max <= 1', _is_real_sequence,
-                   lambda v: len(v) == 2 and 0 < v[0] <= v[1] <= 1)
+            check(name, scale, 'a (min, max) pair with 0 < min <= max <= 1', is_real_sequence,
+                  lambda v: len(v) == 2 and 0 < v[0] <= v[1] <= 1)
         for name, prob in (('flip_prob', flip_prob), ('color_jitter_prob', color_jitter_prob),
                            ('grayscale_prob', grayscale_prob),
                            ('local_blur_prob', local_blur_prob),
                            ('solarize_prob', solarize_prob)):
-            _check(name, prob, 'a probability in [0, 1]', _is_real, lambda v: 0 <= v <= 1)
-        _check('global_blur_probs', global_blur_probs,
-               'a (first global crop, other global crops) pair of probabilities in [0, 1]',
-               _is_real_sequence, lambda v: len(v) == 2 and all(0 <= p <= 1 for p in v))
-        _check('blur_radius_range', blur_radius_range,
-               'a (min, max) pair with 0 <= min <= max < inf', _is_real_sequence,
-               lambda v: len(v) == 2 and 0 <= v[0] <= v[1] < math.inf)
-        _check('solarize_thr', solarize_thr, 'a number in [0, 256]', _is_real,
-               lambda v: 0 <= v <= 256)
-        _check('backend', backend, f'one of {tuple(_INTERPOLATIONS)}',
-               lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS)
-        _check('interpolation', interpolation,
-               f'one of {_INTERPOLATIONS[backend]} with backend {backend!r}',
-               lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS[backend])
-        _check('color_jitter', color_jitter, 'None or a dict of mmpretrain ColorJitter arguments',
-               lambda v: v is None or isinstance(v, Mapping))
+            check(name, prob, 'a probability in [0, 1]', is_real, lambda v: 0 <= v <= 1)
+        check('global_blur_probs', global_blur_probs,
+              'a (first global crop, other global crops) pair of probabilities in [0, 1]',
+              is_real_sequence, lambda v: len(v) == 2 and all(0 <= p <= 1 for p in v))
+        check('blur_radius_range', blur_radius_range,
+              'a (min, max) pair with 0 <= min <= max < inf', is_real_sequence,
+              lambda v: len(v) == 2 and 0 <= v[0] <= v[1] < math.inf)
+        check('solarize_thr', solarize_thr, 'a number in [0, 256]', is_real,
+              lambda v: 0 <= v <= 256)
+        check('backend', backend, f'one of {tuple(_INTERPOLATIONS)}',
+              lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS)
+        check('interpolation', interpolation,
+              f'one of {_INTERPOLATIONS[backend]} with backend {backend!r}',
+              lambda v: isinstance(v, str), lambda v: v in _INTERPOLATIONS[backend])
+        check('color_jitter', color_jitter, 'None or a dict of mmpretrain ColorJitter arguments',
+              lambda v: v is None or isinstance(v, Mapping))
         if color_jitter is None:
             color_jitter = dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)
         try:  # ColorJitter checks its own arguments; say which of ours they came from

@@ -3,8 +3,8 @@ from typing import Optional
 
 from mmengine.hooks import Hook
 
+from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.registry import HOOKS
-from .argument_checks import check_number
 from .cosine_schedule import cosine_schedule
 
 

@@ -4,8 +4,8 @@ from typing import Optional
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
+from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.registry import HOOKS
-from .argument_checks import check_number
 from .cosine_schedule import cosine_schedule
 
 

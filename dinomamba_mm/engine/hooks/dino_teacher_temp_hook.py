@@ -3,8 +3,8 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import IterBasedTrainLoop
 
+from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.registry import HOOKS
-from .argument_checks import check_number
 
 
 @HOOKS.register_module()

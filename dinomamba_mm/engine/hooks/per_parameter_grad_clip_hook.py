@@ -4,8 +4,8 @@ from typing import List, Optional
 import torch
 from mmengine.hooks import Hook
 
+from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.registry import HOOKS
-from .argument_checks import check_number
 
 
 def clip_each_gradient_(grads: List[torch.Tensor], max_norm: float, eps: float = 1e-6) -> None:
