@@ -2,11 +2,14 @@
 import glob
 import os
 import os.path as osp
+import sys
 
 import pytest
 from mmengine.config import Config
 
 ROOT = osp.join(osp.dirname(__file__), '..', '..', 'configs', 'robustness')
+sys.path.insert(0, osp.join(osp.dirname(__file__), '..'))
+from helpers.tools import load_tool  # noqa: E402
 
 # test set -> (dataset type, data_root, evaluator type) as the sets are distributed
 EXPECTED = {
@@ -66,8 +69,6 @@ def _write_fake_layouts(root):
 def test_robustness_config_runs_through_tools_test(test_set, tmp_path, monkeypatch):
     """tools/test.py on each test set's config with a (16-wide) probe checkpoint: the data
     loads in its layout and the set's metric comes out."""
-    import importlib.util
-
     import torch
     from mmengine.registry import init_default_scope
     from mmengine.runner import Runner
@@ -78,10 +79,7 @@ def test_robustness_config_runs_through_tools_test(test_set, tmp_path, monkeypat
     # 10 classes: the fake ImageNet class order (train/) has 10 wnids
     options = ['model.head.in_channels=128', 'model.head.num_classes=10',
                'test_dataloader.batch_size=4', 'test_dataloader.num_workers=0']
-    spec = importlib.util.spec_from_file_location(
-        'test_tool', osp.join(ROOT, '..', '..', 'tools', 'test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('tools/test.py')
     args = tool.parse_args([path, str(tmp_path / 'probe.pth'), '--work-dir',
                             str(tmp_path / 'work'), '--cfg-options', *options])
     cfg = tool.merge_args(Config.fromfile(path), args)

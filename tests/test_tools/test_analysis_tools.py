@@ -1,7 +1,6 @@
 """Smoke tests of tools/analysis: binary_auc.py on the synthetic ADE-style set and
 token_mixing_rank.py on tiny random models (the rank bounds are the oracle)."""
 import csv
-import importlib.util
 import os.path as osp
 import sys
 
@@ -13,13 +12,12 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'data'))
 
 import make_synthetic  # noqa: E402
 
+sys.path.insert(0, osp.join(REPO, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
 
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(
-        f'analysis_tool_{name}', osp.join(REPO, 'tools', 'analysis', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(f'tools/analysis/{name}.py')
 
 
 def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):

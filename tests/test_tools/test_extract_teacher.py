@@ -1,5 +1,5 @@
-import importlib.util
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -8,18 +8,16 @@ from dinomamba_mm.models.backbones import DinoVim
 from dinomamba_mm.models.backbones.checkpoint_mapping import ours_to_paper
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
 
-TOOL = osp.join(osp.dirname(__file__), '..', '..', 'tools', 'misc',
-                'extract_dino_teacher.py')
+sys.path.insert(0, osp.join(osp.dirname(__file__), '..'))
+from helpers.tools import load_tool  # noqa: E402
+
 TINY = dict(type='dinomamba_mm.DinoVim',
             arch=dict(embed_dims=32, num_layers=1, headdim=16, d_state=8),
             img_size=16, patch_size=8)
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('extract_dino_teacher', TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('tools/misc/extract_dino_teacher.py')
 
 
 def _random_state(seed):

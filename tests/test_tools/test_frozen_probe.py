@@ -1,6 +1,5 @@
 """tools/benchmarks/frozen_probe.py: the probe against hand-derived accuracies, the teacher
 weights it loads, and its errors on bad input."""
-import importlib.util
 import os.path as osp
 import sys
 
@@ -13,10 +12,10 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'data'))
 
 import make_synthetic  # noqa: E402
 
-spec = importlib.util.spec_from_file_location(
-    'frozen_probe', osp.join(REPO, 'tools', 'benchmarks', 'frozen_probe.py'))
-frozen_probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(frozen_probe)
+sys.path.insert(0, osp.join(REPO, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
+frozen_probe = load_tool('tools/benchmarks/frozen_probe.py')
 
 
 def test_probe_accuracy_of_separable_and_of_uninformative_features():

@@ -1,14 +1,14 @@
 """tools/misc/get_flops.py counts against hand-derived FLOPs (1 multiply-add = 2 FLOPs)."""
-import importlib.util
 import os.path as osp
+import sys
 
 import torch
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-spec = importlib.util.spec_from_file_location(
-    'get_flops', osp.join(ROOT, 'tools', 'misc', 'get_flops.py'))
-get_flops = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(get_flops)
+sys.path.insert(0, osp.join(ROOT, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
+get_flops = load_tool('tools/misc/get_flops.py')
 
 
 def test_patch_embedding_and_linear_flops_match_hand_count():

@@ -4,8 +4,8 @@ The paper checkpoints are rebuilt here from the layout of the paper code (DINO c
 'teacher' / 'student' state dicts of the MultiCropWrapper), with random values and tiny dims.
 """
 import argparse
-import importlib.util
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -14,16 +14,15 @@ from dinomamba_mm.models.backbones import (DinoMambaReg, DinoVim, ours_to_paper,
                                            paper_backbone_state_dict, paper_to_ours)
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(ROOT, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
 DIM, DEPTH, STATE, HEADDIM = 32, 2, 8, 8
 ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)
 
 
 def _converter():
-    path = osp.join(ROOT, 'tools', 'model_converters', 'dinomamba_to_mmpretrain.py')
-    spec = importlib.util.spec_from_file_location('dinomamba_to_mmpretrain', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('tools/model_converters/dinomamba_to_mmpretrain.py')
 
 
 def paper_backbone(seed: int, registers: int = 0, patches: int = 196) -> dict:

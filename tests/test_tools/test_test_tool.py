@@ -4,8 +4,8 @@ The oracle is what each scope's own hook / TTA wrapper expects (mmpretrain's Vis
 enable/out_dir, mmseg's SegVisualizationHook draw + visualizer.save_dir, mmdet's
 DetVisualizationHook draw/test_out_dir; mmpretrain's flip TTA), written out by hand.
 """
-import importlib.util
 import os.path as osp
+import sys
 
 import pytest
 from mmengine.config import Config
@@ -18,14 +18,10 @@ DET = osp.join(ROOT, 'configs/coco',
                'cascade-mask-rcnn_dinovim-t-p16_dino-teacher_16xb4-amp-lsj-100e_coco.py')
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location('test_tool', osp.join(ROOT, 'tools/test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+sys.path.insert(0, osp.join(ROOT, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
 
-
-tool = load_tool()
+tool = load_tool('tools/test.py')
 
 
 def merged(config, *options):
