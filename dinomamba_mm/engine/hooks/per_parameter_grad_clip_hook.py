@@ -13,8 +13,11 @@ def clip_each_gradient_(grads: List[torch.Tensor], max_norm: float, eps: float =
     in place (DINO's ``clip_gradients``)."""
     if not grads:
         return
-    norms = torch._foreach_norm(grads)
-    scales = [torch.clamp(max_norm / (norm + eps), max=1.0) for norm in norms]
+    scales = torch._foreach_norm(grads)  # one fused pass per step, no Python loop
+    torch._foreach_add_(scales, eps)
+    torch._foreach_reciprocal_(scales)
+    torch._foreach_mul_(scales, max_norm)
+    torch._foreach_clamp_max_(scales, 1.0)
     torch._foreach_mul_(grads, scales)
 
 
