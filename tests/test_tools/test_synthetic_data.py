@@ -234,3 +234,54 @@ def test_dataset_configs_read_the_generated_layouts(tiny_root, kind, scope):
                                     else 'num_train']
         packed = dataset[0]
         assert packed['inputs'].ndim == 3 and packed['inputs'].shape[0] == 3
+
+
+def _distinct_shape_colours(style, shape, seed):
+    canvas = make_synthetic.single_object_scene(np.random.default_rng(seed), 64, shape, 0, style)
+    pixels = canvas.pixels()
+    return (len(np.unique(pixels[canvas.ids == 1], axis=0)),
+            len(np.unique(pixels[canvas.ids == 0], axis=0)))
+
+
+@pytest.mark.parametrize('shape,colours', [('cross', 1), ('hexagon', 2), ('star', 2),
+                                           ('circle', None), ('ring', None)])
+def test_class_patterns_follow_the_class(shape, colours):
+    """--class-patterns: a cross is always solid (one colour), hexagons and stars always a
+    checker (two), stripes / noise / rings many; with --clutter 0 0 and contrast 0 the
+    background is one flat colour."""
+    style = make_synthetic.SceneStyle(background_contrast=0.0, clutter=(0, 0),
+                                      class_patterns=True)
+    for seed in range(6):
+        inside, outside = _distinct_shape_colours(style, shape, seed)
+        assert outside == 1
+        if colours is None:
+            assert inside > 2
+        else:
+            assert inside == colours
+    # without class patterns the pattern of a cross is drawn at random: not always solid
+    random_patterns = make_synthetic.SceneStyle(background_contrast=0.0, clutter=(0, 0))
+    assert any(_distinct_shape_colours(random_patterns, 'cross', seed)[0] > 1
+               for seed in range(6))
+
+
+def test_background_contrast_scales_around_the_mean():
+    full = make_synthetic._background(np.random.default_rng(4), 48)
+    subdued = make_synthetic._background(np.random.default_rng(4), 48, contrast=0.3)
+    mean = full.reshape(-1, 3).mean(axis=0)
+    np.testing.assert_allclose(subdued, mean + 0.3 * (full - mean), rtol=0, atol=1e-3)
+
+
+def test_scene_style_is_checked_and_recorded(tmp_path):
+    with pytest.raises(ValueError, match='background_contrast must be in'):
+        make_synthetic.make_synthetic(str(tmp_path / 'a'), **TINY, layouts=('cls', ),
+                                      style=make_synthetic.SceneStyle(background_contrast=2.0))
+    with pytest.raises(ValueError, match=r'clutter must be \(min, max\)'):
+        make_synthetic.make_synthetic(str(tmp_path / 'b'), **TINY, layouts=('cls', ),
+                                      style=make_synthetic.SceneStyle(clutter=(3, 1)))
+    style = make_synthetic.SceneStyle(0.3, (0, 0), True)
+    manifest = make_synthetic.make_synthetic(str(tmp_path / 'c'), **TINY, layouts=('cls', ),
+                                             style=style)
+    assert manifest['cls']['style'] == dict(background_contrast=0.3, clutter=(0, 0),
+                                            class_patterns=True)
+    with open(tmp_path / 'c' / 'manifest.json') as f:
+        assert json.load(f)['cls']['style']['clutter'] == [0, 0]

@@ -2,7 +2,9 @@
 
 Images show shapes (circle, cross, hexagon, ring, square, star, triangle) of varied colour, size,
 position, rotation and inner texture (solid, stripes, checker, noise) over textured backgrounds
-(smooth noise, gradients, stripes) with clutter (lines and arcs that belong to no class):
+(smooth noise, gradients, stripes) with clutter (lines and arcs that belong to no class).
+``--background-contrast``, ``--clutter`` and ``--class-patterns`` make calmer scenes whose shapes
+carry a pattern of their class (the demo's data, ``tools/demo.py``):
 
 - ``<out>/cls``:  one dominant shape per image, label = its class (ImageNet folder layout);
 - ``<out>/ade``:  several shapes per image, label maps 0 = background, k = k-th class
@@ -24,7 +26,7 @@ import os
 import os.path as osp
 import shutil
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -34,11 +36,33 @@ from synthetic_layout import LAYOUT_KINDS, check_layout  # noqa: E402
 
 SHAPES = ('circle', 'cross', 'hexagon', 'ring', 'square', 'star', 'triangle')
 TEXTURES = ('solid', 'stripes', 'checker', 'noise')
+#: --class-patterns: each shape's own inner pattern (kind, cycles across the shape's radius);
+#: orientation, phase, contrast and colour stay random
+CLASS_PATTERNS = {'circle': ('stripes', 2.0), 'cross': ('solid', 0.0),
+                  'hexagon': ('checker', 2.5), 'ring': ('noise', 0.0),
+                  'square': ('stripes', 4.5), 'star': ('checker', 4.5),
+                  'triangle': ('rings', 3.0)}
 SPLITS = ('train', 'val')
 _LAYOUT_CODE = {kind: code for code, kind in enumerate(LAYOUT_KINDS)}
 _SPLIT_CODE = {split: code for code, split in enumerate(SPLITS)}
 _ADE_SPLIT_DIR = {'train': 'training', 'val': 'validation'}
 _MANIFEST = 'manifest.json'
+
+
+class SceneStyle(NamedTuple):
+    """How busy the scenes are (the defaults: textured, cluttered backgrounds, patterns drawn
+    independently of the class).
+
+    Attributes:
+        background_contrast: the background's deviation from its mean colour is scaled by this
+            (1: as drawn; 0.3: subdued, so that the shapes stand out).
+        clutter: (min, max) number of lines and arcs drawn over the background.
+        class_patterns: each shape class gets its own inner pattern (``CLASS_PATTERNS``), a
+            class cue that survives colour changes; otherwise one of ``TEXTURES`` at random.
+    """
+    background_contrast: float = 1.0
+    clutter: Tuple[int, int] = (2, 8)
+    class_patterns: bool = False
 
 
 # ---------------------------------------------------------------- shapes in the unit disc
@@ -96,8 +120,9 @@ def _smooth_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray
                       dtype=np.float32)
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
-    """(size, size, 3) float background: smooth noise, a gradient or stripes, plus grain."""
+def _background(rng: np.random.Generator, size: int, contrast: float = 1.0) -> np.ndarray:
+    """(size, size, 3) float background: smooth noise, a gradient or stripes, plus grain, its
+    deviation from its mean colour scaled by ``contrast``."""
     kind = rng.integers(3)
     if kind == 0:
         image = _smooth_noise(rng, size, int(rng.integers(2, 9)))
@@ -115,15 +140,20 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
             np.float32)
     grain = rng.random(size=(size, size, 1), dtype=np.float32) - np.float32(0.5)
     image += np.float32(rng.uniform(0, 40)) * grain
+    if contrast != 1.0:
+        mean = image.reshape(-1, 3).mean(axis=0)
+        image = mean + np.float32(contrast) * (image - mean)
     return image
 
 
-def _draw_clutter(rng: np.random.Generator, image: np.ndarray) -> np.ndarray:
-    """Draw 2-8 random lines and arcs (part of the background) onto ``image``."""
+def _draw_clutter(rng: np.random.Generator, image: np.ndarray,
+                  count: Tuple[int, int] = (2, 8)) -> np.ndarray:
+    """Draw ``count[0]``-``count[1]`` random lines and arcs (part of the background) onto
+    ``image``."""
     size = image.shape[0]
     canvas = Image.fromarray(np.clip(image, 0, 255).astype(np.uint8))
     draw = ImageDraw.Draw(canvas)
-    for _ in range(int(rng.integers(2, 9))):
+    for _ in range(int(rng.integers(count[0], count[1] + 1))):
         colour = tuple(int(c) for c in rng.integers(0, 256, size=3))
         width = int(rng.integers(1, 4))
         x0, y0, x1, y1 = (float(c) for c in rng.uniform(0, size, size=4))
@@ -155,13 +185,39 @@ def _texture(rng: np.random.Generator, u: np.ndarray, v: np.ndarray) -> np.ndarr
     return 1.0 - amplitude * pattern
 
 
+def _class_texture(rng: np.random.Generator, u: np.ndarray, v: np.ndarray,
+                   shape: str) -> np.ndarray:
+    """Brightness factor in [1 - amplitude, 1] of ``shape``'s own pattern (CLASS_PATTERNS) at a
+    random orientation, phase and amplitude."""
+    kind, cycles = CLASS_PATTERNS[shape]
+    if kind == 'solid':
+        return np.ones(u.shape, dtype=np.float32)
+    amplitude = rng.uniform(0.3, 0.6)
+    if kind == 'stripes':
+        angle = rng.uniform(0, np.pi)
+        pattern = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * (u * np.cos(angle) + v * np.sin(angle))
+                                     + rng.uniform(0, 2 * np.pi))
+    elif kind == 'checker':
+        angle = rng.uniform(0, np.pi / 2)
+        along, across = u * np.cos(angle) + v * np.sin(angle), v * np.cos(angle) - u * np.sin(angle)
+        pattern = (np.floor(along * cycles) + np.floor(across * cycles)) % 2
+    elif kind == 'rings':
+        pattern = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * np.sqrt(u * u + v * v)
+                                     + rng.uniform(0, 2 * np.pi))
+    else:
+        pattern = rng.random(size=u.shape, dtype=np.float32)
+    return 1.0 - amplitude * pattern
+
+
 class _Canvas:
     """An image being painted plus the id map of the shapes visible on it (0 = background)."""
 
-    def __init__(self, rng: np.random.Generator, size: int):
+    def __init__(self, rng: np.random.Generator, size: int, style: SceneStyle):
         self.rng = rng
         self.size = size
-        self.image = _draw_clutter(rng, _background(rng, size))
+        self.class_patterns = style.class_patterns
+        self.image = _draw_clutter(rng, _background(rng, size, style.background_contrast),
+                                   style.clutter)
         self.ids = np.zeros((size, size), dtype=np.int32)
         self.classes: List[int] = []
         self.full_areas = np.zeros(0, dtype=np.int64)
@@ -199,17 +255,19 @@ class _Canvas:
             lost = np.bincount(covered_ids, minlength=len(self.classes) + 1)[1:]
             if np.any(self.visible - lost < min_kept * self.full_areas):
                 continue
-            self._paint(window, u, v, inside, class_index)
+            self._paint(window, u, v, inside, class_index, shape)
             self.visible = np.append(self.visible - lost, area)
             self.full_areas = np.append(self.full_areas, area)
             return True
         return False
 
     def _paint(self, window, u: np.ndarray, v: np.ndarray, inside: np.ndarray,
-               class_index: int) -> None:
+               class_index: int, shape: str) -> None:
         region = self.image[window]
         colour = _random_colour(self.rng, avoid=region.reshape(-1, 3).mean(axis=0))
-        shaded = colour.astype(np.float32) * _texture(self.rng, u, v)[..., None]
+        texture = (_class_texture(self.rng, u, v, shape) if self.class_patterns
+                   else _texture(self.rng, u, v))
+        shaded = colour.astype(np.float32) * texture[..., None]
         region[inside] = shaded[inside]
         self.classes.append(class_index)
         self.ids[window][inside] = len(self.classes)
@@ -218,25 +276,25 @@ class _Canvas:
         return np.clip(np.rint(self.image), 0, 255).astype(np.uint8)
 
 
-
 # ---------------------------------------------------------------- scenes
 def _rng(seed: int, kind: str, split: str, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, _LAYOUT_CODE[kind], _SPLIT_CODE[split], index])
 
 
 def single_object_scene(rng: np.random.Generator, size: int, shape: str,
-                        class_index: int) -> _Canvas:
-    """One dominant shape (radius 22-42 % of the image) on a cluttered background."""
-    canvas = _Canvas(rng, size)
+                        class_index: int, style: SceneStyle = SceneStyle()) -> _Canvas:
+    """One dominant shape (radius 22-42 % of the image) on a background of ``style``."""
+    canvas = _Canvas(rng, size, style)
     placed = canvas.try_place(class_index, shape, rng.uniform(0.22, 0.42) * size)
     assert placed, 'the first shape on an empty canvas always fits'
     return canvas
 
 
 def multi_object_scene(rng: np.random.Generator, size: int, classes: Sequence[str],
-                       max_objects: int) -> _Canvas:
-    """1..``max_objects`` shapes (radius 7-28 % of the image), occluding each other a little."""
-    canvas = _Canvas(rng, size)
+                       max_objects: int, style: SceneStyle = SceneStyle()) -> _Canvas:
+    """1..``max_objects`` shapes (radius 7-28 % of the image), occluding each other a little,
+    on a background of ``style``."""
+    canvas = _Canvas(rng, size, style)
     for _ in range(int(rng.integers(1, max_objects + 1))):
         class_index = int(rng.integers(len(classes)))
         canvas.try_place(class_index, classes[class_index],
@@ -266,7 +324,7 @@ def mask_to_rle(mask: np.ndarray) -> Dict:
 
 
 def write_cls(root: str, seed: int, num: Dict[str, int], size: int,
-              classes: Sequence[str]) -> Dict[str, List[Dict]]:
+              classes: Sequence[str], style: SceneStyle) -> Dict[str, List[Dict]]:
     record = {}
     os.makedirs(osp.join(root, 'meta'))
     for split in SPLITS:
@@ -276,7 +334,7 @@ def write_cls(root: str, seed: int, num: Dict[str, int], size: int,
         for index in range(num[split]):
             label = index % len(classes)
             canvas = single_object_scene(_rng(seed, 'cls', split, index), size,
-                                         classes[label], label)
+                                         classes[label], label, style)
             rel = f'{classes[label]}/{split}_{index:06d}.JPEG'
             _save(canvas.pixels(), osp.join(root, split, rel))
             lines.append(f'{rel} {label}')
@@ -288,7 +346,8 @@ def write_cls(root: str, seed: int, num: Dict[str, int], size: int,
 
 
 def write_ade(root: str, seed: int, num: Dict[str, int], size: int,
-              classes: Sequence[str], max_objects: int) -> Dict[str, List[Dict]]:
+              classes: Sequence[str], max_objects: int,
+              style: SceneStyle) -> Dict[str, List[Dict]]:
     record = {}
     for split in SPLITS:
         image_dir = osp.join(root, 'images', _ADE_SPLIT_DIR[split])
@@ -298,7 +357,7 @@ def write_ade(root: str, seed: int, num: Dict[str, int], size: int,
         record[split] = []
         for index in range(num[split]):
             canvas = multi_object_scene(_rng(seed, 'ade', split, index), size, classes,
-                                        max_objects)
+                                        max_objects, style)
             # id k (1-based, order of drawing) -> label class_index + 1; 0 stays background
             id_to_label = np.array([0] + [c + 1 for c in canvas.classes], dtype=np.uint8)
             stem = f'synthetic_{split}_{index:06d}'
@@ -312,7 +371,7 @@ def write_ade(root: str, seed: int, num: Dict[str, int], size: int,
 
 
 def write_coco(root: str, seed: int, num: Dict[str, int], size: int,
-               classes: Sequence[str], max_objects: int) -> None:
+               classes: Sequence[str], max_objects: int, style: SceneStyle) -> None:
     categories = [{'id': i + 1, 'name': name, 'supercategory': 'shape'}
                   for i, name in enumerate(classes)]
     os.makedirs(osp.join(root, 'annotations'))
@@ -323,7 +382,7 @@ def write_coco(root: str, seed: int, num: Dict[str, int], size: int,
         images, annotations = [], []
         for index in range(num[split]):
             canvas = multi_object_scene(_rng(seed, 'coco', split, index), size, classes,
-                                        max_objects)
+                                        max_objects, style)
             image_id = index + 1 + (0 if split == 'train' else 1_000_000)
             file_name = f'{image_id:012d}.jpg'
             _save(canvas.pixels(), osp.join(image_dir, file_name))
@@ -374,7 +433,8 @@ def _prepare_out(out: str, layouts: Sequence[str]) -> Dict:
 def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int = 100,
                    size: int = 224, seg_size: int = 256, det_size: int = 320,
                    classes: Sequence[str] = SHAPES, max_objects: int = 5,
-                   layouts: Sequence[str] = LAYOUT_KINDS) -> Dict:
+                   layouts: Sequence[str] = LAYOUT_KINDS,
+                   style: SceneStyle = SceneStyle()) -> Dict:
     """Write the requested layouts under ``out`` and return the manifest: per layout, the
     options and (cls, ade) what was drawn in each image. Layouts not requested that an earlier
     run wrote to ``out`` are kept.
@@ -387,6 +447,7 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
         classes: shape classes (a subset of ``SHAPES``, in label order).
         max_objects: most shapes per ade / coco image.
         layouts: which of ``('cls', 'ade', 'coco')`` to write.
+        style: backgrounds, clutter and patterns of every layout (:class:`SceneStyle`).
     """
     for name, value in (('num_train', num_train), ('num_val', num_val)):
         if not isinstance(value, int) or value < 1:
@@ -404,21 +465,28 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
     if bad or not layouts:
         raise ValueError(f'layouts must be a non-empty subset of {LAYOUT_KINDS}, '
                          f'got {list(layouts)}')
+    if not 0.0 <= style.background_contrast <= 1.0:
+        raise ValueError(f'background_contrast must be in [0, 1], got '
+                         f'{style.background_contrast!r}')
+    low, high = style.clutter
+    if not 0 <= low <= high:
+        raise ValueError(f'clutter must be (min, max) with 0 <= min <= max, got '
+                         f'{tuple(style.clutter)}')
     manifest = _prepare_out(out, layouts)
 
     classes = list(classes)
     num = {'train': num_train, 'val': num_val}
-    common = dict(seed=seed, classes=classes, num=num)
+    common = dict(seed=seed, classes=classes, num=num, style=style._asdict())
     if 'cls' in layouts:
         manifest['cls'] = dict(common, size=size, records=write_cls(
-            osp.join(out, 'cls'), seed, num, size, classes))
+            osp.join(out, 'cls'), seed, num, size, classes, style))
     if 'ade' in layouts:
         manifest['ade'] = dict(common, size=seg_size, max_objects=max_objects,
                                background_label=0, records=write_ade(
                                    osp.join(out, 'ade'), seed, num, seg_size, classes,
-                                   max_objects))
+                                   max_objects, style))
     if 'coco' in layouts:
-        write_coco(osp.join(out, 'coco'), seed, num, det_size, classes, max_objects)
+        write_coco(osp.join(out, 'coco'), seed, num, det_size, classes, max_objects, style)
         manifest['coco'] = dict(common, size=det_size, max_objects=max_objects)
     for kind in layouts:
         check_layout(osp.join(out, kind), kind)
@@ -443,14 +511,22 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='most shapes per ade / coco image')
     parser.add_argument('--layouts', nargs='+', default=list(LAYOUT_KINDS),
                         choices=LAYOUT_KINDS)
+    parser.add_argument('--background-contrast', type=float, default=1.0,
+                        help="scale of the backgrounds' deviation from their mean colour "
+                        '(0.3: subdued backgrounds on which the shapes stand out)')
+    parser.add_argument('--clutter', type=int, nargs=2, default=[2, 8], metavar=('MIN', 'MAX'),
+                        help='lines and arcs drawn over each background (0 0: none)')
+    parser.add_argument('--class-patterns', action='store_true',
+                        help='each shape class its own inner pattern (a class cue that '
+                        'survives colour changes) instead of a random one')
     return parser.parse_args(argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
-    manifest = make_synthetic(args.out, args.seed, args.num_train, args.num_val, args.size,
-                              args.seg_size, args.det_size, args.classes,
-                              args.max_objects, args.layouts)
+    make_synthetic(args.out, args.seed, args.num_train, args.num_val, args.size, args.seg_size,
+                   args.det_size, args.classes, args.max_objects, args.layouts,
+                   SceneStyle(args.background_contrast, tuple(args.clutter), args.class_patterns))
     print(f'wrote {", ".join(args.layouts)} layouts ({args.num_train} train / '
           f'{args.num_val} val images each, {len(args.classes)} classes) to {args.out}')
 
