@@ -4,6 +4,7 @@ import csv
 import os.path as osp
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -55,6 +56,14 @@ def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):
     assert f'| 1 | {float(rows[4]["auc_mean"]):.4f} |' in table
     assert (out / 'roc.png').stat().st_size > 0
     assert len(list(out.glob('overlay_*.png'))) == 2
+    # the shown scenes for side-by-side figures: maps at the label size (32 px), masks, AUCs
+    with np.load(out / 'maps.npz') as shown:
+        assert shown['scores'].shape == shown['masks'].shape == (2, 32, 32)
+        assert set(np.unique(shown['masks'])) <= {0.0, 0.5, 1.0}
+        assert all(0 <= auc <= 1 for auc in shown['aucs'])
+        assert [osp.basename(p) for p in shown['img_paths']] == [
+            f'synthetic_val_{i:06d}.jpg' for i in range(3)
+            if osp.isfile(out / f'overlay_{i:03d}.png')]
 
 
 def test_token_mixing_rank_tool_shows_the_bounds_and_the_hierarchy(tmp_path):

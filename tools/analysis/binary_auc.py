@@ -8,7 +8,11 @@ with the ``BinaryAUC`` metric. Writes to --out-dir:
 - ``binary_auc.csv`` (one row per layer and map: mean, std, pooled AUC, counts) and
   ``binary_auc.md`` (layers x maps table, also printed);
 - ``roc.png``: ROC curve of each layer, pixels pooled over the images and the layer's maps;
-- ``overlay_XXX.png`` for the first --show images: image | map | mask.
+- ``overlay_XXX.png`` for the first --show images: image | the last block's map over the image,
+  with a colour bar and the image's Binary-AUC | foreground mask;
+- ``maps.npz``: those images' paths, maps (at the label size), masks and Binary-AUCs, for
+  figures that set several models side by side
+  (``dinomamba_mm.analysis.map_figures.save_maps_side_by_side``).
 
 Labels are read raw (the dataset's ``reduce_zero_label`` is switched off unless
 --keep-reduce-zero-label), so the defaults --background-ids 0 --ignore-ids 255 hold for ADE20K
@@ -38,6 +42,7 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import ClassTokenMapModel
 from dinomamba_mm.analysis.backbone_loading import (backbone_config, build_backbone,
                                                     load_backbone_weights)
+from dinomamba_mm.analysis.map_figures import foreground_mask, save_map_overlay
 from dinomamba_mm.evaluation import roc_from_histograms
 from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
 
@@ -161,32 +166,32 @@ def plot_roc(summary: dict, out_dir: str) -> None:
     plt.close(fig)
 
 
-def save_overlay(sample: dict, metric: BinaryAUC, path: str) -> None:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+def shown_sample(sample: dict, result: dict, metric: BinaryAUC) -> dict:
+    """What the figures of one image need: the image, the mean of the last block's maps at the
+    label size, the foreground mask and the image's Binary-AUC of that block (the mean of its
+    maps' AUCs when it has several, e.g. one per head)."""
     import mmcv
     label = label_map(sample)
     last_layer = sample['pred_map'][-1]  # (K, h, w)
     score = maps_at_label_size(last_layer.mean(0)[None, None], label.shape, sample)[0]
-    mask = np.full(label.shape, 0.5)
-    mask[~np.isin(label, metric.ignore_ids)] = 0.0
-    mask[~np.isin(label, metric.ignore_ids) & ~np.isin(label, metric.background_ids)] = 1.0
     image = mmcv.imread(sample['img_path'], channel_order='rgb')
-    image = mmcv.imresize(image, (label.shape[1], label.shape[0]))
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
-    axes[0].imshow(image)
-    axes[1].imshow(score, cmap='inferno')
-    axes[2].imshow(mask, cmap='gray', vmin=0, vmax=1)
     layer, names = sample['map_layer_ids'][-1], sample['map_names']
-    what = names[0] if len(names) == 1 else f'mean of {len(names)} maps'
-    for ax, title in zip(axes, ['image', f'layer {layer}: {what}',
-                                'mask (white fg, grey ignored)']):
-        ax.set_title(title, fontsize=8)
-        ax.axis('off')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return dict(
+        img_path=sample['img_path'], image=mmcv.imresize(image, (label.shape[1], label.shape[0])),
+        score=score.astype(np.float32),
+        mask=foreground_mask(label, metric.background_ids, metric.ignore_ids),
+        auc=float(np.mean(result['auc'][-1])),
+        what=f'layer {layer}: ' + (names[0] if len(names) == 1 else f'mean of {len(names)} maps'))
+
+
+def save_shown(shown: List[dict], out_dir: str) -> None:
+    """``maps.npz``: the shown images' paths, maps, masks and Binary-AUCs (the input of
+    ``dinomamba_mm.analysis.map_figures.save_maps_side_by_side``)."""
+    np.savez_compressed(osp.join(out_dir, 'maps.npz'),
+                        img_paths=np.array([s['img_path'] for s in shown]),
+                        scores=np.stack([s['score'] for s in shown]),
+                        masks=np.stack([s['mask'] for s in shown]),
+                        aucs=np.array([s['auc'] for s in shown]))
 
 
 def main(argv: List[str] = None) -> None:
@@ -204,7 +209,7 @@ def main(argv: List[str] = None) -> None:
     total = len(loader.dataset) if args.num_images is None else min(args.num_images,
                                                                      len(loader.dataset))
     progress = ProgressBar(total)
-    shown = 0
+    shown = []
     with torch.no_grad():
         for index, batch in enumerate(loader):
             if index >= total:
@@ -212,15 +217,20 @@ def main(argv: List[str] = None) -> None:
             samples = [s.to_dict() for s in model.test_step(batch)]
             metric.process(batch, samples)
             for sample, result in zip(samples, metric.results[-len(samples):]):
-                if shown < args.show and not result['skipped']:
-                    save_overlay(sample, metric, osp.join(args.out_dir, f'overlay_{index:03d}.png'))
-                    shown += 1
+                if len(shown) < args.show and not result['skipped']:
+                    shown.append(shown_sample(sample, result, metric))
+                    save_map_overlay(shown[-1]['image'], shown[-1]['score'], shown[-1]['mask'],
+                                     f"{shown[-1]['what']} (Binary-AUC {shown[-1]['auc']:.3f})",
+                                     osp.join(args.out_dir, f'overlay_{index:03d}.png'))
             progress.update()
     print()
     summary = metric.summarize(metric.results)
     print(write_tables(summary, args.out_dir))
     plot_roc(summary, args.out_dir)
-    print(f'wrote binary_auc.csv, binary_auc.md, roc.png and {shown} overlays to {args.out_dir}')
+    if shown:
+        save_shown(shown, args.out_dir)
+    print(f'wrote binary_auc.csv, binary_auc.md, roc.png, {len(shown)} overlays'
+          f'{" and maps.npz" if shown else ""} to {args.out_dir}')
 
 
 if __name__ == '__main__':
