@@ -73,8 +73,8 @@ optim_wrapper = dict(
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
 auto_scale_lr = dict(enable=False)
 
-warmup_epochs = 1
-max_epochs = 10
+warmup_epochs = 2
+max_epochs = 50
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, end_factor=1.0, by_epoch=True,
          begin=0, end=warmup_epochs, convert_to_iter_based=True),
@@ -84,8 +84,8 @@ param_scheduler = [
 ]
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
 custom_hooks = [
-    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.99,
-         final_momentum=0.9995),
+    dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.996,
+         final_momentum=1.0),
     dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
          teacher_temp=0.04, warmup_epochs=0),
     dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
@@ -97,5 +97,5 @@ custom_hooks = [
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=25),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
-                    max_keep_ckpts=1, save_last=True))
+    checkpoint=dict(type='CheckpointHook', interval=10, max_keep_ckpts=5,
+                    save_last=True))

@@ -1,8 +1,12 @@
 # The demo's linear probe (tools/demo.py): the frozen teacher of configs/demo/dino_dinovim-
-# demo_synthetic.py (or, with model.backbone.checkpoint=None, the same DinoVim at random init)
-# + a linear classifier on the 7 synthetic shape classes.
+# demo_synthetic.py (by default the one shipped in checkpoints/demo; with
+# model.backbone.checkpoint=None the same DinoVim at random init) + a linear classifier on the 7
+# synthetic shape classes.
 # Feature: final-normed class token of the 4 blocks (out_source='mixer', the
-# paper's get_intermediate_layers), concatenated. Recipe: configs/dino/benchmarks (SGD momentum
+# paper's get_intermediate_layers), concatenated, then standardised by a BatchNorm without affine
+# parameters (mmpretrain's ClsBatchNormNeck, as in mmpretrain's MAE linear probes): a DINO teacher
+# and a random init give features of different scales, and one lr must suit both.
+# Recipe: configs/dino/benchmarks (SGD momentum
 # 0.9, no weight decay, cosine, RandomResizedCrop + flip / resize + centre crop) at demo scale:
 # images of the DINO run's global-crop size, flip only (below), 20 epochs of 80 iterations, so a
 # larger lr (0.01) than 1e-3 x batch/256 (at 0.03 the training loss climbed above ln 7 in the first
@@ -22,7 +26,7 @@ model = dict(
     type='ImageClassifier',
     backbone=dict(
         type='dinomamba_mm.FrozenBackbone',
-        checkpoint='work_dirs/dino_dinovim-demo_synthetic/epoch_10.pth',
+        checkpoint='checkpoints/demo/dinovim.pth',
         backbone=dict(
             type='dinomamba_mm.DinoVim',
             arch=dict(embed_dims=embed_dims, num_layers=4, headdim=32,
@@ -34,7 +38,10 @@ model = dict(
             out_indices=list(range(-num_last_blocks, 0)),
             final_norm=True,
             drop_path_rate=0.)),
-    neck=dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
+    neck=[
+        dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
+        dict(type='ClsBatchNormNeck', input_features=num_last_blocks * embed_dims),
+    ],
     head=dict(
         type='LinearClsHead',
         num_classes=7,

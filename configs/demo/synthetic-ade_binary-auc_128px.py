@@ -1,13 +1,15 @@
-# Binary-AUC data of the demo (tools/demo.py): the synthetic ADE-style val images at 48 px,
-# 1.5 x the demo models' 32 px input (their position embedding is interpolated), so that the map
-# is 6 x 6 patches rather than 4 x 4; labels kept at full size (the maps are upsampled to them).
+# Maps of the demo (tools/demo.py): the synthetic ADE-style val scenes at 128 px, 4 x the demo
+# models' 32 px input (their position embedding is interpolated), so that a map has 16 x 16
+# tokens (8 px patches) and a shape covers 2-9 of them across, the size it has in the models'
+# training crops; labels kept at full size (the maps are upsampled to them).
 _base_ = '../_base_/datasets/synthetic_ade.py'
 
-image_size = 48
+data_root = 'data/synthetic_demo/ade'
+image_size = 128
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(image_size, image_size), keep_ratio=True),
     dict(type='LoadAnnotations'),
     dict(type='PackSegInputs'),
 ]
-test_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = dict(dataset=dict(data_root=data_root, pipeline=test_pipeline))

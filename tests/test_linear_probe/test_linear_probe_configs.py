@@ -93,7 +93,10 @@ def test_runner_trains_head_only(tiny_synthetic, tmp_path):
     runner.train()
     after = model.state_dict()
     changed = {k for k in before if not torch.equal(before[k], after[k])}
-    assert changed == {'head.fc.weight', 'head.fc.bias'}
+    # the classifier, and the running statistics of the neck's standardising BatchNorm
+    assert changed == {'head.fc.weight', 'head.fc.bias', 'neck.1.bn.running_mean',
+                       'neck.1.bn.running_var', 'neck.1.bn.num_batches_tracked'}
+    assert [name for name, _ in model.neck.named_parameters()] == []
     assert osp.isfile(osp.join(str(tmp_path), 'epoch_1.pth'))
 
 
