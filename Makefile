@@ -1,7 +1,9 @@
 # The two commands of the README (both set up the environment first, idempotently):
-#   make demo   the main job: DINO-pretrain a small DinoVim on synthetic data that it generates
-#               (data/synthetic_demo, on first use), linear-probe it against a random init,
-#               print the table
+#   make demo   the main job: on synthetic data it generates (data/synthetic_demo, on first use)
+#               and the small DINO models shipped in checkpoints/demo, the rank of the token-
+#               mixing matrices, the class-token maps of DinoVim / ViT / LinearViT with their
+#               Binary-AUC, a linear probe of DINO vs random init; prints the tables
+#               (DEMO_ARGS=--quick: smoke test; DEMO_ARGS=--pretrain: re-create the checkpoints)
 #   make test   the test suite (slow tests excluded; `make test-slow` runs those)
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python

@@ -1,26 +1,31 @@
-"""The README demo: DINO on the synthetic shapes, then a linear probe of DINO vs random init.
+"""The README demo: the paper's claims, shown on small DINO models of synthetic shapes on a CPU.
 
-Steps (each through the stock mmengine Runner and the project's configs):
+Steps (every model built from the project's configs, every training run by the stock mmengine
+Runner):
 
-1. generate ``data/synthetic_demo`` with ``tools/data/make_synthetic.py`` when it is missing
-   (classification layout: 4000 train / 2000 val images of 72 px, enough val images for a
-   difference of a few points to stand out; ADE layout: the generator's default);
-2. DINO-pretrain a small DinoVim (``configs/demo/dino_dinovim-demo_synthetic.py``);
-3. linear-probe its EMA teacher, and the same DinoVim at random initialisation
-   (``configs/demo/linear-probe_dinovim-demo_synthetic.py``), on the 7 shape classes;
-4. Binary-AUC of the class-token similarity map of the last block on the synthetic
-   ADE-style val images, for both backbones (``tools/analysis/binary_auc.py``);
-5. print the table (probe top-1, Binary-AUC) and where logs, checkpoints and plots went.
+1. data: ``data/synthetic_demo`` is generated with ``tools/data/make_synthetic.py`` when missing
+   (``DEMO_DATA``: 4000 train / 2000 val classification images, 100 ADE-style val scenes);
+2. token-mixing rank (``tools/analysis/token_mixing_rank.py``) of the three DINO models of the
+   demo, DinoVim (Mamba-2 SSD), ViT (softmax attention) and LinearViT (linear attention), on
+   ADE-style scenes at 128 px (257 tokens): the paper's rank hierarchy, with the singular values;
+3. class-token maps and their Binary-AUC (``tools/analysis/binary_auc.py``) for the three models
+   and for DinoVim at random initialisation, at 128 px (16 x 16 tokens), drawn side by side;
+4. linear probes of the frozen DinoVim: its DINO teacher and its random initialisation;
+5. figures and the closing table.
+
+The DINO models are the checkpoints shipped in ``checkpoints/demo`` (how they were made:
+docs/demo.md). ``--pretrain`` re-creates them first, with the same configs and this run's seed.
 
 Usage::
 
-    python tools/demo.py [--work-dir work_dirs/demo] [--seed 0] [--quick]
+    python tools/demo.py [--work-dir work_dirs/demo] [--seed 0] [--quick] [--pretrain]
 
-``--quick`` runs every step on a few images for one epoch (a smoke test; its numbers mean
-nothing).
+``--quick`` is a smoke test: a small generated data set, one probe epoch, a few scenes (its numbers
+mean nothing).
 """
 import argparse
 import contextlib
+import csv
 import importlib.util
 import json
 import os
@@ -29,32 +34,74 @@ import subprocess
 import sys
 import time
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-DINO_CONFIG = osp.join(REPO, 'configs/demo/dino_dinovim-demo_synthetic.py')
-PROBE_CONFIG = osp.join(REPO, 'configs/demo/linear-probe_dinovim-demo_synthetic.py')
-AUC_DATA_CONFIG = osp.join(REPO, 'configs/demo/synthetic-ade_binary-auc_48px.py')
+CONFIG_DIR = osp.join(REPO, 'configs/demo')
+PROBE_CONFIG = osp.join(CONFIG_DIR, 'linear-probe_dinovim-demo_synthetic.py')
+MAPS_DATA_CONFIG = osp.join(CONFIG_DIR, 'synthetic-ade_binary-auc_128px.py')
+SHIPPED_DIR = osp.join(REPO, 'checkpoints/demo')
 MAKE_SYNTHETIC = osp.join(REPO, 'tools/data/make_synthetic.py')
+RANK_TOOL = osp.join(REPO, 'tools/analysis/token_mixing_rank.py')
 BINARY_AUC_TOOL = osp.join(REPO, 'tools/analysis/binary_auc.py')
 
-#: --quick: images per split, epochs, Binary-AUC images
-QUICK = dict(train_images=64, val_images=50, dino_epochs=1, probe_epochs=1, auc_images=4)
-#: make_synthetic.py options of the demo's layouts (the ADE layout keeps the generator defaults)
-DEMO_DATA = dict(cls=['--num-train', '4000', '--num-val', '2000', '--size', '72'], ade=[])
+
+class DemoModel(NamedTuple):
+    """A DINO model of the demo: ``name`` (file names), ``label`` (tables), ``mixer`` (what
+    mixes its tokens), ``rank_row`` (its row in the rank tool's table) and its DINO config."""
+    name: str
+    label: str
+    mixer: str
+    rank_row: str
+    dino_config: str
+
+
+MODELS = (
+    DemoModel('dinovim', 'DinoVim', 'Mamba-2 SSD', 'combined',
+              osp.join(CONFIG_DIR, 'dino_dinovim-demo_synthetic.py')),
+    DemoModel('vit', 'ViT', 'softmax attention', 'softmax',
+              osp.join(CONFIG_DIR, 'dino_vit-demo_synthetic.py')),
+    DemoModel('linearvit', 'LinearViT', 'linear attention', 'linear',
+              osp.join(CONFIG_DIR, 'dino_linearvit-demo_synthetic.py')),
+)
+RANDOM_KEY = 'dinovim_random'
+
+#: make_synthetic.py options of each layout, for the full demo and --quick: calm backgrounds
+#: and a pattern per shape class (docs/demo.md: why)
+DEMO_STYLE = ['--background-contrast', '0.3', '--clutter', '0', '0', '--class-patterns']
+DEMO_DATA = dict(
+    full=dict(cls=['--num-train', '4000', '--num-val', '2000', '--size', '72', *DEMO_STYLE],
+              ade=['--num-train', '1', '--num-val', '100', *DEMO_STYLE]),
+    quick=dict(cls=['--num-train', '140', '--num-val', '70', '--size', '72', *DEMO_STYLE],
+               ade=['--num-train', '1', '--num-val', '8', *DEMO_STYLE]))
+#: --quick: probe epochs, DINO epochs of --pretrain (of 2 iterations each: 64 images, batch 32)
+QUICK = dict(probe_epochs=1, dino_epochs=2, dino_images=64)
+#: scenes and blocks of the rank analysis (the models' 4 blocks), scenes drawn side by side
+RANK_IMAGES = 4
+RANK_BLOCKS = 4
+MAP_ROWS = 4
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--work-dir', default='work_dirs/demo',
-                        help='where logs, checkpoints, plots and results go')
-    parser.add_argument('--seed', type=int, default=0, help='seed of every run')
+                        help='where logs, checkpoints, figures and results go')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the random init, the probes and --pretrain')
     parser.add_argument('--quick', action='store_true',
-                        help='a much shorter run on a few images (smoke test)')
-    parser.add_argument('--data-root', default=osp.join(REPO, 'data/synthetic_demo'),
-                        help='synthetic dataset root: <root>/cls and <root>/ade (generated '
-                             'there when missing)')
-    return parser.parse_args(argv)
+                        help='smoke test on a small generated data set (numbers meaningless)')
+    parser.add_argument('--pretrain', action='store_true',
+                        help='DINO-pretrain the three models first (long; docs/demo.md) instead '
+                             'of using the checkpoints shipped in checkpoints/demo')
+    parser.add_argument('--data-root',
+                        help='synthetic data root: <root>/cls and <root>/ade, generated when '
+                             'missing (default: data/synthetic_demo, data/synthetic_demo_quick '
+                             'with --quick)')
+    args = parser.parse_args(argv)
+    if args.data_root is None:
+        args.data_root = osp.join(REPO, 'data', 'synthetic_demo_quick' if args.quick
+                                  else 'synthetic_demo')
+    return args
 
 
 # ------------------------------------------------------------------------------ display
@@ -67,7 +114,7 @@ class Display:
         self.tty = stream.isatty()
         self.step = 0
         self.step_start = time.time()
-        self.start = time.time()
+        self.title = ''
 
     def begin(self, title: str) -> None:
         self.step += 1
@@ -125,57 +172,11 @@ def progress_hook(display: Display):
     return DemoProgressHook()
 
 
-# --------------------------------------------------------------------------------- steps
-def ensure_data(data_root: str, display: Display) -> None:
-    """Generate the layouts the demo reads (cls, ade) under ``data_root`` when missing, with
-    the options of ``DEMO_DATA``; layouts already there are used as they are."""
-    sys.path.insert(0, osp.join(REPO, 'tools/data'))
-    from synthetic_layout import check_layout
-    missing = []
-    for kind in ('cls', 'ade'):
-        try:
-            check_layout(osp.join(data_root, kind), kind)
-        except FileNotFoundError:
-            missing.append(kind)
-    for kind in missing:
-        subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', data_root, '--seed', '0',
-                        '--layouts', kind, *DEMO_DATA[kind]], check=True,
-                       stdout=subprocess.DEVNULL)
-    counts = []
-    for split in ('train', 'val'):
-        with open(osp.join(data_root, 'cls', 'meta', f'{split}.txt')) as f:
-            counts.append(sum(1 for line in f if line.strip()))
-    action = f'generated {", ".join(missing)} under' if missing else 'found'
-    display.end(f'{action} {data_root} (classification: {counts[0]} train / {counts[1]} val '
-                f'images)')
-
-
-def set_epochs(cfg, epochs: int, warmup: int = 0) -> None:
-    """Set the epoch count of a config, its cosine (+ warm-up) schedule and checkpoint/val."""
-    schedule = []
-    if warmup:
-        schedule.append(dict(type='LinearLR', start_factor=1e-3, end_factor=1.0,
-                             by_epoch=True, begin=0, end=warmup,
-                             convert_to_iter_based=True))
-    cosine = dict(cfg.param_scheduler[-1])
-    cosine.update(T_max=epochs - warmup, begin=warmup, end=epochs)
-    schedule.append(cosine)
-    cfg.param_scheduler = schedule
-    cfg.train_cfg.max_epochs = epochs
-    if 'val_interval' in cfg.train_cfg:
-        cfg.train_cfg.val_interval = epochs
-    cfg.default_hooks.checkpoint.interval = epochs
-
-
-def limit_images(loader_cfg, num_images: Optional[int]) -> None:
-    if num_images is not None:
-        loader_cfg.dataset.indices = num_images
-
-
 @contextlib.contextmanager
 def console_to(path: str):
     """Send everything written to file descriptors 1 and 2 (mmengine's console log, progress
-    bars, warnings, data workers) to ``path``; yields a stream on the original stdout."""
+    bars, warnings, data workers, the analysis tools' tables) to ``path``; yields a stream on
+    the original stdout."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -195,6 +196,68 @@ def console_to(path: str):
             display_stream.close()
 
 
+def load_tool(path: str):
+    """Import a script of tools/ as a module (its ``main(argv)`` runs it in this process)."""
+    name = osp.splitext(osp.basename(path))[0] + '_tool'
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------------- steps
+def ensure_data(args) -> Tuple[dict, str]:
+    """Generate the layouts the demo reads (cls, ade) under ``args.data_root`` when missing,
+    with the options of ``DEMO_DATA``; layouts already there are used as they are. Returns the
+    image counts and classes, and a summary line."""
+    sys.path.insert(0, osp.join(REPO, 'tools/data'))
+    from synthetic_layout import check_layout
+    options = DEMO_DATA['quick' if args.quick else 'full']
+    missing = []
+    for kind in ('cls', 'ade'):
+        try:
+            check_layout(osp.join(args.data_root, kind), kind)
+        except FileNotFoundError:
+            missing.append(kind)
+    for kind in missing:
+        subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', args.data_root, '--seed', '0',
+                        '--layouts', kind, *options[kind]], check=True,
+                       stdout=subprocess.DEVNULL)
+    counts = {}
+    labels = set()
+    for split in ('train', 'val'):
+        with open(osp.join(args.data_root, 'cls', 'meta', f'{split}.txt')) as f:
+            lines = [line.split() for line in f if line.strip()]
+        counts[split] = len(lines)
+        labels.update(label for _, label in lines)
+    counts['classes'] = len(labels)
+    scenes = len(os.listdir(osp.join(args.data_root, 'ade', 'images', 'validation')))
+    action = f'generated {", ".join(missing)} under' if missing else 'found'
+    return counts, (f'{action} {args.data_root}: {counts["train"]} train / {counts["val"]} val '
+                    f'classification images, {scenes} val scenes')
+
+
+def set_epochs(cfg, epochs: int) -> None:
+    """Shorten a config to ``epochs``: its schedule (warm-up kept, at most an epoch less),
+    checkpoint and validation intervals."""
+    schedule = []
+    for scheduler in cfg.param_scheduler:
+        scheduler = dict(scheduler)
+        if scheduler['type'] == 'LinearLR':
+            scheduler['end'] = min(scheduler['end'], epochs - 1)
+            if scheduler['end'] <= 0:
+                continue
+        else:
+            begin = schedule[-1]['end'] if schedule else 0
+            scheduler.update(begin=begin, end=epochs, T_max=epochs - begin)
+        schedule.append(scheduler)
+    cfg.param_scheduler = schedule
+    cfg.train_cfg.max_epochs = epochs
+    if 'val_interval' in cfg.train_cfg:
+        cfg.train_cfg.val_interval = epochs
+    cfg.default_hooks.checkpoint.interval = epochs
+
+
 def run(cfg, display: Display):
     """Train ``cfg`` with the stock Runner (its console output goes to the demo's log)."""
     from mmengine.runner import Runner
@@ -205,122 +268,300 @@ def run(cfg, display: Display):
     return runner, hook
 
 
-def pretrain_dino(args, display: Display) -> str:
+def pretrain(args, display: Display, model: DemoModel) -> dict:
+    """DINO-pretrain ``model`` with its demo config; returns its teacher checkpoint and log."""
     from mmengine.config import Config
-    cfg = Config.fromfile(DINO_CONFIG)
-    cfg.work_dir = osp.join(args.work_dir, 'dino')
+    extract = load_tool(osp.join(REPO, 'tools/misc/extract_dino_teacher.py'))
+    cfg = Config.fromfile(model.dino_config)
+    cfg.work_dir = osp.join(args.work_dir, f'dino_{model.name}')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     cfg.train_dataloader.dataset.data_root = osp.join(args.data_root, 'cls')
     if args.quick:
         set_epochs(cfg, QUICK['dino_epochs'])
-        limit_images(cfg.train_dataloader, QUICK['train_images'])
+        cfg.train_dataloader.dataset.indices = QUICK['dino_images']
+        cfg.default_hooks.logger.interval = 1
     runner, hook = run(cfg, display)
-    checkpoint = osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth')
-    display.end(f'loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f}, '
-                f'checkpoint {checkpoint}')
-    return checkpoint
+    teacher = osp.join(args.work_dir, 'checkpoints', f'{model.name}.pth')
+    extract.main([osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth'), teacher])
+    display.end(f'DINO loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f} in '
+                f'{len(hook.losses)} iterations, teacher {teacher}')
+    return dict(checkpoint=teacher, scalars=latest_scalars(cfg.work_dir))
 
 
-def linear_probe(args, display: Display, name: str, checkpoint: Optional[str]):
-    """Linear-probe the teacher of ``checkpoint`` (None: random init); returns (top-1, ckpt)."""
+def shipped(model: DemoModel) -> dict:
+    """The shipped teacher checkpoint of ``model`` and the loss log of the run that made it."""
+    checkpoint = osp.join(SHIPPED_DIR, f'{model.name}.pth')
+    if not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'shipped checkpoint {checkpoint} is missing; run the demo with '
+                                '--pretrain to make the DINO models')
+    return dict(checkpoint=checkpoint,
+                scalars=osp.join(SHIPPED_DIR, f'{model.name}_scalars.json'))
+
+
+def latest_scalars(work_dir: str) -> Optional[str]:
+    """The scalars.json of the latest run in an mmengine work dir (LocalVisBackend)."""
+    import glob
+    found = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))
+    return found[-1] if found else None
+
+
+def random_init(args) -> str:
+    """Save DinoVim at its random initialisation (seed ``args.seed``) as a checkpoint, so that
+    the probe and the maps see the same random network."""
+    import torch
+    from mmengine.config import Config
+    from dinomamba_mm.analysis.backbone_loading import build_backbone
+    torch.manual_seed(args.seed)
+    backbone = build_backbone(Config.fromfile(MODELS[0].dino_config))
+    backbone.init_weights()
+    path = osp.join(args.work_dir, 'checkpoints', f'{RANDOM_KEY}_seed{args.seed}.pth')
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    torch.save(dict(meta=dict(seed=args.seed, source='random initialisation'),
+                    state_dict={f'backbone.{k}': v for k, v in backbone.state_dict().items()}),
+               path)
+    return path
+
+
+def scene_paths(data_root: str, count: int) -> List[str]:
+    folder = osp.join(data_root, 'ade', 'images', 'validation')
+    return [osp.join(folder, name) for name in sorted(os.listdir(folder))[:count]]
+
+
+def token_mixing_rank(args, checkpoints: Dict[str, str]) -> dict:
+    """Rank table of the three models (all blocks, ADE-style scenes at 128 px)."""
+    tool = load_tool(RANK_TOOL)
+    out_dir = osp.join(args.work_dir, 'rank')
+    argv = ['--out-dir', out_dir, '--img-size', '128', '--layers',
+            *[str(block) for block in range(RANK_BLOCKS)],
+            '--images', *scene_paths(args.data_root, RANK_IMAGES)]
+    for model in MODELS:
+        argv += ['--model', f'{model.name}={model.dino_config}:{checkpoints[model.name]}']
+    rows = tool.main(argv)
+    ranks = {}
+    for model in MODELS:
+        row = next(r for r in rows if r['model'] == model.name and r['mixer'] == model.rank_row)
+        ranks[model.name] = dict(rank=float(row['rank_all_blocks']), C=int(row['C']),
+                                 L=int(row['L']), rank_diag=float(row['rank_diag']),
+                                 rank_off=(float(row['rank_lower']) + float(row['rank_upper'])) / 2)
+    values = [ranks[m.name]['rank'] for m in (MODELS[1], MODELS[0], MODELS[2])]
+    return dict(ranks=ranks, holds=values[0] > values[1] > values[2], num_blocks=RANK_BLOCKS,
+                spectra=osp.join(out_dir, 'spectra.png'),
+                table=osp.join(out_dir, 'token_mixing_rank.md'))
+
+
+def class_token_maps(args, key: str, config: str, checkpoint: str) -> Tuple[float, int]:
+    """Mean Binary-AUC of the last block's class-token similarity map at 128 px and the number
+    of scenes it averages (the tool also writes overlays and maps.npz to
+    ``<work-dir>/maps/<key>``)."""
+    tool = load_tool(BINARY_AUC_TOOL)
+    out_dir = osp.join(args.work_dir, 'maps', key)
+    argv = [config, '--checkpoint', checkpoint, '--data-config', MAPS_DATA_CONFIG,
+            '--data-root', osp.join(args.data_root, 'ade'), '--map-type', 'similarity',
+            '--layers', '-1', '--show', str(MAP_ROWS), '--out-dir', out_dir]
+    tool.main(argv)
+    with open(osp.join(out_dir, 'binary_auc.csv')) as f:
+        row = next(csv.DictReader(f))
+    return float(row['auc_mean']), int(row['num_evaluated'])
+
+
+def linear_probe(args, display: Display, key: str, checkpoint: str) -> Tuple[float, int]:
+    """Linear-probe the frozen DinoVim of ``checkpoint``; returns val top-1 (%) and epochs."""
     from mmengine.config import Config
     cfg = Config.fromfile(PROBE_CONFIG)
-    cfg.work_dir = osp.join(args.work_dir, f'probe_{name}')
+    cfg.work_dir = osp.join(args.work_dir, f'probe_{key}')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     cfg.model.backbone.checkpoint = checkpoint
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         cfg[loader].dataset.data_root = osp.join(args.data_root, 'cls')
     if args.quick:
         set_epochs(cfg, QUICK['probe_epochs'])
-        limit_images(cfg.train_dataloader, QUICK['train_images'])
-        limit_images(cfg.val_dataloader, QUICK['val_images'])
     runner, hook = run(cfg, display)
-    top1 = hook.metrics['accuracy/top1']
-    display.end(f'top-1 {top1:.1f}%')
-    return top1, osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth')
+    return hook.metrics['accuracy/top1'], runner.max_epochs
 
 
-def binary_auc(args, display: Display, name: str, probe_checkpoint: str) -> float:
-    """Mean Binary-AUC of the last block's class-token similarity map (analysis tool)."""
-    spec = importlib.util.spec_from_file_location('binary_auc_tool', BINARY_AUC_TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    out_dir = osp.join(args.work_dir, f'binary_auc_{name}')
-    argv = [DINO_CONFIG, '--checkpoint', probe_checkpoint,
-            '--checkpoint-prefix', 'backbone.backbone.',
-            '--data-config', AUC_DATA_CONFIG, '--data-root', osp.join(args.data_root, 'ade'),
-            '--map-type', 'similarity', '--layers', '-1', '--out-dir', out_dir]
-    if args.quick:
-        argv += ['--num-images', str(QUICK['auc_images'])]
-    os.makedirs(out_dir, exist_ok=True)
-    tool.main(argv)
-    with open(osp.join(out_dir, 'binary_auc.csv')) as f:
-        rows = f.read().splitlines()
-    header, first = rows[0].split(','), rows[1].split(',')
-    auc = float(first[header.index('auc_mean')])
-    display.end(f'Binary-AUC {auc:.3f}')
-    return auc
+def side_by_side(args, labels: Dict[str, str], aucs: Dict[str, float]) -> str:
+    """maps.png: the scenes of maps.npz with each model's map (dinomamba_mm.analysis)."""
+    import mmcv
+    import numpy as np
+    from dinomamba_mm.analysis.map_figures import save_maps_side_by_side
+    columns, images, masks = [], None, None
+    for key, label in labels.items():
+        with np.load(osp.join(args.work_dir, 'maps', key, 'maps.npz')) as saved:
+            if images is None:
+                masks = list(saved['masks'])
+                images = [mmcv.imresize(mmcv.imread(str(p), channel_order='rgb'),
+                                        masks[0].shape[::-1]) for p in saved['img_paths']]
+            columns.append((label, list(saved['scores']), list(saved['aucs'])))
+    path = osp.join(args.work_dir, 'maps.png')
+    means = ', '.join(f'{label} {aucs[key]:.3f}' for key, label in labels.items())
+    save_maps_side_by_side(images, masks, columns, path,
+                           title='class-token similarity map of the last block, 16 x 16 tokens '
+                                 f'(mean Binary-AUC over the val scenes: {means})')
+    return path
 
 
-def plot_loss(dino_work_dir: str, out_path: str) -> Optional[str]:
-    """DINO loss per iteration from the run's scalars.json (LocalVisBackend)."""
-    import glob
-    found = sorted(glob.glob(osp.join(dino_work_dir, '*', 'vis_data', 'scalars.json')))
-    if not found:
-        return None
-    iters, losses = [], []
-    with open(found[-1]) as f:
-        for line in f:
-            record = json.loads(line)
-            if 'loss' in record:
-                iters.append(record['iter'])
-                losses.append(record['loss'])
+def plot_losses(scalars: Dict[str, Optional[str]], out_path: str) -> str:
+    """DINO loss per iteration of each model's run (mmengine scalars.json); a curve needs two
+    logged points at least."""
+    curves = {}
+    for label, path in scalars.items():
+        if path and osp.isfile(path):
+            with open(path) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+            points = [(r['iter'], r['loss']) for r in records if 'loss' in r]
+            if len(points) >= 2:
+                curves[label] = points
+    if not curves:
+        return 'no DINO loss curve: fewer than two logged losses per run'
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot(iters, losses)
-    ax.set(xlabel='iteration', ylabel='DINO loss', title='DINO pretraining (synthetic shapes)')
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for label, points in curves.items():
+        ax.plot(*zip(*points), label=label)
+    ax.set(xlabel='iteration', ylabel='DINO loss', title='DINO pretraining on synthetic shapes')
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
     return out_path
 
 
-def format_table(results: Dict[str, dict]) -> str:
-    lines = ['| backbone (DinoVim, frozen) | probe top-1 (%) | Binary-AUC (last block) |',
-             '|---|---|---|']
-    for label, key in (('DINO teacher', 'dino'), ('random init', 'random')):
-        lines.append(f"| {label} | {results[key]['top1']:.1f} | {results[key]['auc']:.3f} |")
+# --------------------------------------------------------------------------------- main
+def run_steps(args, display: Display) -> dict:
+    display.begin('synthetic data')
+    data, summary = ensure_data(args)
+    display.end(summary)
+    import dinomamba_mm  # noqa: F401  (registers the project's modules)
+
+    runs = {}
+    for model in MODELS:
+        if args.pretrain:
+            display.begin(f'DINO pretraining of {model.label}')
+            runs[model.name] = pretrain(args, display, model)
+        else:
+            runs[model.name] = shipped(model)
+    checkpoints = {name: run_['checkpoint'] for name, run_ in runs.items()}
+    checkpoints[RANDOM_KEY] = random_init(args)
+    results: dict = dict(data=data, checkpoints=checkpoints)
+
+    display.begin('token-mixing rank of the three DINO models')
+    results['rank'] = token_mixing_rank(args, checkpoints)
+    ranks = results['rank']['ranks']
+    display.end(' > '.join(f'{m.mixer} ({m.label}) {ranks[m.name]["rank"]:.1f}'
+                           for m in (MODELS[1], MODELS[0], MODELS[2]))
+                + f': {"holds" if results["rank"]["holds"] else "DOES NOT HOLD"}')
+
+    labels = {m.name: f'{m.label} (DINO)' for m in MODELS}
+    labels[RANDOM_KEY] = f'{MODELS[0].label} (random init)'
+    configs = {m.name: m.dino_config for m in MODELS}
+    configs[RANDOM_KEY] = MODELS[0].dino_config
+    display.begin('class-token maps and Binary-AUC')
+    results['auc'] = {}
+    for done, key in enumerate(labels):
+        results['auc'][key], results['auc_images'] = class_token_maps(
+            args, key, configs[key], checkpoints[key])
+        display.progress(done + 1, len(labels), f'{labels[key]} {results["auc"][key]:.3f}',
+                         final=not display.tty)
+    results['maps_figure'] = side_by_side(args, labels, results['auc'])
+    display.end(f'figure {results["maps_figure"]}')
+
+    results['top1'] = {}
+    for key, title in ((MODELS[0].name, f'linear probe of the {MODELS[0].label} DINO teacher'),
+                       (RANDOM_KEY, f'linear probe of {MODELS[0].label} at random init')):
+        display.begin(title)
+        results['top1'][key], results['probe_epochs'] = linear_probe(args, display, key,
+                                                                     checkpoints[key])
+        display.end(f'top-1 {results["top1"][key]:.1f}%')
+
+    display.begin('DINO loss curves')
+    results['loss_figure'] = plot_losses(
+        {m.label: runs[m.name]['scalars'] for m in MODELS},
+        osp.join(args.work_dir, 'dino_loss.png'))
+    display.end(results['loss_figure'])
+    return results
+
+
+def mixer_sizes() -> Dict[str, int]:
+    """D_QK of the attention models and the state size N of DinoVim, from their configs."""
+    from mmengine.config import Config
+    vit = Config.fromfile(MODELS[1].dino_config).model.backbone.arch
+    dinovim = Config.fromfile(MODELS[0].dino_config).model.backbone.arch
+    return dict(head_dims=vit['embed_dims'] // vit['num_heads'], d_state=dinovim['d_state'])
+
+
+def format_tables(results: dict, args) -> str:
+    """The two tables of the closing report (also results.md)."""
+    ranks, auc, top1 = results['rank']['ranks'], results['auc'], results['top1']
+    first = ranks[MODELS[0].name]
+    source = ('DINO-pretrained in this run (--pretrain)' if args.pretrain
+              else f'shipped in {osp.relpath(SHIPPED_DIR, REPO)}')
+    order = (MODELS[1], MODELS[0], MODELS[2])
+    lines = [
+        f'1. Token-mixing rank of the three DINO models ({source}): all '
+        f'{results["rank"]["num_blocks"]} blocks, {RANK_IMAGES} val scenes at 128 px, '
+        f'L = {first["L"]} tokens, M cut into {first["C"]} x {first["C"]} blocks',
+        '',
+        '| model | token mixer | rank of a block of M (mean) | diagonal blocks | '
+        'off-diagonal blocks |',
+        '|---|---|---|---|---|']
+    for model in order:
+        r = ranks[model.name]
+        lines.append(f'| {model.label} | {model.mixer} | {r["rank"]:.1f} | {r["rank_diag"]:.1f} '
+                     f'| {r["rank_off"]:.1f} |')
+    lines += ['', ' > '.join(m.mixer for m in order) + ': '
+              + ('holds' if results['rank']['holds'] else 'DOES NOT HOLD'), '',
+              '2. Frozen features: linear probe and class-token maps', '',
+              '| backbone (frozen) | probe top-1 (%) | Binary-AUC of the class-token map |',
+              '|---|---|---|']
+    rows = [(f'{MODELS[0].label}, DINO', MODELS[0].name),
+            (f'{MODELS[0].label}, random init (seed {args.seed})', RANDOM_KEY)]
+    rows += [(f'{m.label}, DINO', m.name) for m in MODELS[1:]]
+    for label, key in rows:
+        probe = f'{top1[key]:.1f}' if key in top1 else 'not probed'
+        lines.append(f'| {label} | {probe} | {auc[key]:.3f} |')
+    lines += ['', f'{MODELS[0].label}, DINO teacher - random init: '
+              f'{top1[MODELS[0].name] - top1[RANDOM_KEY]:+.1f} points of probe top-1, '
+              f'{auc[MODELS[0].name] - auc[RANDOM_KEY]:+.3f} of Binary-AUC']
     return '\n'.join(lines)
 
 
-def run_steps(args, display: Display) -> Dict[str, dict]:
-    """Steps 1-7; returns {'dino': {'top1', 'auc'}, 'random': {...}}."""
-    display.begin('synthetic data')
-    ensure_data(args.data_root, display)
-    import dinomamba_mm  # noqa: F401  (registers the project's modules)
-
-    display.begin('DINO pretraining of DinoVim')
-    dino_checkpoint = pretrain_dino(args, display)
-    results: Dict[str, dict] = {'dino': {}, 'random': {}}
-    probe_checkpoints = {}
-    for key, checkpoint, title in (('dino', dino_checkpoint, 'linear probe, DINO teacher'),
-                                   ('random', None, 'linear probe, random init')):
-        display.begin(title)
-        results[key]['top1'], probe_checkpoints[key] = linear_probe(args, display, key,
-                                                                    checkpoint)
-    for key, title in (('dino', 'Binary-AUC, DINO teacher'),
-                       ('random', 'Binary-AUC, random init')):
-        display.begin(title)
-        results[key]['auc'] = binary_auc(args, display, key, probe_checkpoints[key])
-
-    display.begin('plots')
-    plots_dir = osp.join(args.work_dir, 'plots')
-    os.makedirs(plots_dir, exist_ok=True)
-    loss_plot = plot_loss(osp.join(args.work_dir, 'dino'), osp.join(plots_dir, 'dino_loss.png'))
-    display.end(loss_plot or 'no DINO scalars found')
-    return results
+def explain(results: dict, args, runtime: float) -> str:
+    """What each number means and where the pictures and logs are."""
+    rank, data = results['rank']['ranks'][MODELS[0].name], results['data']
+    sizes = mixer_sizes()
+    loss_runs = ('this run' if args.pretrain else
+                 'the runs that made the shipped checkpoints')
+    lines = [
+        'What the numbers mean',
+        '  rank of a block  numerical rank (singular values above sigma_max x C x float32 eps) '
+        'of a C x C block',
+        f'                   of the token-mixing matrix M (Y = M X), C = {rank["C"]}; mean over '
+        'blocks, heads, network blocks, scenes.',
+        '                   Softmax attention is full rank; linear attention has rank <= its '
+        f'head dim ({sizes["head_dims"]})',
+        '                   everywhere; Mamba is full rank on the diagonal blocks and <= its '
+        f'state size ({sizes["d_state"]}) off them.',
+        f'  probe top-1      val accuracy ({data["val"]} images, {data["classes"]} shape classes, '
+        f'chance {100 / data["classes"]:.1f} %) of a linear classifier',
+        f'                   trained on the frozen features ({data["train"]} images, '
+        f'{results["probe_epochs"]} epochs of SGD)',
+        '  Binary-AUC       area under the ROC curve of the last block\'s class-token '
+        'similarity map against the shapes',
+        '                   (1: the map picks out the shapes, 0.5: chance), mean over '
+        f'{results["auc_images"]} val scenes at 128 px (16 x 16 tokens)',
+        f'Pictures, in {args.work_dir}',
+        '  maps.png                     the four maps side by side on '
+        f'{MAP_ROWS} scenes, Binary-AUC of each',
+        '  maps/<model>/overlay_*.png   one model\'s map over a scene, with its colour bar',
+        '  maps/<model>/roc.png         ROC curve behind the Binary-AUC',
+        '  rank/spectra.png             singular values of the blocks of M, per model',
+        f'  dino_loss.png                DINO loss of the three pretraining runs ({loss_runs})',
+        'Logs: demo_console.log (all the steps printed), probe_*/ (the probe runs), '
+        'results.json / results.md (the tables)',
+        f'runtime {runtime / 60:.1f} min, seed {args.seed}' + (
+            '; --quick: a smoke test, the numbers mean nothing' if args.quick else '')]
+    return '\n'.join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
@@ -329,34 +570,22 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     os.makedirs(args.work_dir, exist_ok=True)
     warnings.filterwarnings('ignore')
     start = time.time()
-    console_log = osp.join(args.work_dir, 'demo_console.log')
-    with console_to(console_log) as stream:
-        results = run_steps(args, Display(num_steps=7, stream=stream))
+    num_steps = 6 + (len(MODELS) if args.pretrain else 0)
+    with console_to(osp.join(args.work_dir, 'demo_console.log')) as stream:
+        results = run_steps(args, Display(num_steps=num_steps, stream=stream))
     runtime = time.time() - start
 
-    summary = dict(results=results, seed=args.seed, quick=args.quick,
+    table = format_tables(results, args)
+    summary = dict(results, seed=args.seed, quick=args.quick, pretrain=args.pretrain,
                    runtime_s=round(runtime, 1), work_dir=args.work_dir)
     with open(osp.join(args.work_dir, 'results.json'), 'w') as f:
         json.dump(summary, f, indent=2)
-    table = format_table(results)
     with open(osp.join(args.work_dir, 'results.md'), 'w') as f:
         f.write(table + '\n')
-
     print()
     print(table)
     print()
-    if args.quick:
-        print('(--quick: a smoke test on a few images for one epoch; the numbers mean nothing)')
-    print('chance: probe top-1 14.3 % (7 classes), Binary-AUC 0.5 (docs/demo.md: why the '
-          "demo's Binary-AUC stays near it)")
-    print(f'runtime {runtime / 60:.1f} min, seed {args.seed}')
-    print(f'work dir: {args.work_dir}')
-    print('  dino/             DINO logs and checkpoint (teacher = teacher.backbone.*)')
-    print('  probe_dino/       linear probe of the DINO teacher: logs, checkpoint')
-    print('  probe_random/     linear probe of the random init: logs, checkpoint')
-    print('  binary_auc_*/     Binary-AUC tables (csv, md), ROC curve, map overlays')
-    print('  plots/            DINO loss curve')
-    print('  results.json, results.md: the table;  demo_console.log: console output of the runs')
+    print(explain(results, args, runtime))
     return summary
 
 
