@@ -1,3 +1,4 @@
+from .backbone_layout_hook import BackboneLayoutHook
 from .cosine_weight_decay_hook import CosineWeightDecayHook
 from .dino_teacher_ema_hook import DINOTeacherEMAHook
 from .dino_teacher_temp_hook import DINOTeacherTempHook
@@ -6,6 +7,6 @@ from .per_parameter_grad_clip_hook import PerParameterGradClipHook
 from .random_state_hook import RandomStateHook
 
 __all__ = [
-    'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
-    'PerParameterGradClipHook', 'RandomStateHook'
+    'BackboneLayoutHook', 'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook',
+    'FreezeLastLayerHook', 'PerParameterGradClipHook', 'RandomStateHook'
 ]

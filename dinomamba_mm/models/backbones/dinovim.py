@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import logging
 import math
 from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -7,6 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.logging import print_log
 from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones.base_backbone import BaseBackbone
 from torch.utils.checkpoint import checkpoint
@@ -85,7 +87,9 @@ class DinoVim(BaseBackbone):
             or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
             optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (256).
         img_size: input size the position embedding is stored for (any multiple of the patch
-            size runs; the embedding is resized per input).
+            size runs; the embedding is resized per input). The paper's Vim stores 224 (14x14),
+            its MambaR 112 (a 7x7 table); a loaded table of another grid is resampled once at
+            load, with a warning.
         patch_size: patch size and stride of the patch embedding.
         in_channels: input channels.
         out_indices: block indices to output (int or sequence; negative counts from the end).
@@ -111,8 +115,9 @@ class DinoVim(BaseBackbone):
             checkpoints give its features: with a class token, the class token plus its
             position embedding first, then the patches, and a second copy of the class token
             WITHOUT position embedding inserted at index M // 2 of those M = N + 1 tokens (read
-            there); with registers it equals 'interleaved'. 'paper' also resizes the position
-            embedding with DINO's scale-factor convention (see ``resize_pos_embed``).
+            there); with registers its token order equals 'interleaved'. 'paper' also resizes
+            the position embedding with DINO's scale-factor convention (see
+            ``resize_pos_embed``), so the paper's MambaR needs it too.
         pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size;
             otherwise such inputs raise a ValueError.
         interpolate_mode: interpolation of the position embedding.
@@ -330,6 +335,13 @@ class DinoVim(BaseBackbone):
         state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
                                             self.num_extra_tokens, self.interpolate_mode,
                                             self.resize_convention)
+        grid = 'x'.join(map(str, self.patch_resolution))
+        print_log(f'{name}: the loaded table is for a {side}x{side} patch grid, this '
+                  f'{type(self).__name__} stores {grid}: resampled to {grid} now '
+                  f'({self.interpolate_mode}, {self.resize_convention!r} convention) and again '
+                  'to each input grid, which differs from resampling the checkpoint\'s table '
+                  f'once per input (build with img_size={side * self.patch_size} for that)',
+                  logger='current', level=logging.WARNING)
 
     # ------------------------------------------------------------------------------ freezing
     def _frozen_modules(self) -> List[nn.Module]:
@@ -486,7 +498,8 @@ class DinoMambaReg(DinoVim):
 
     ``num_registers`` (12 by default) register tokens, each with its own position embedding,
     are spread evenly among the patches (or put at ``register_positions``); the 'cls_token'
-    output is their mean. All other arguments are :class:`DinoVim`'s.
+    output is their mean. All other arguments are :class:`DinoVim`'s. The paper's MambaR is
+    ``token_layout='paper', img_size=112``: a 7x7 table resampled to each input's grid.
     """
 
     def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,
