@@ -1,1 +1,1 @@
-from . import backbones, heads, layers, necks, selfsup  # noqa: F401
+from . import backbones, classifiers, heads, layers, necks, selfsup  # noqa: F401

@@ -1,0 +1,3 @@
+from .linear_probe_classifier import LinearProbeClassifier
+
+__all__ = ['LinearProbeClassifier']
