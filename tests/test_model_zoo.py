@@ -47,11 +47,11 @@ def test_paper_results_are_marked_as_the_papers():
     """docs/paper.md section 5 figures, entered with 'Results Source: paper'."""
     expected = {'dinovim-t': 73.7, 'dinovim-s': 77.4, 'dinovim-b': 78.1,
                 'dinomamba-reg-b': 78.5, 'linearvit-b': 74.7, 'vit-b': 78.2}
-    with open(osp.join(ROOT, 'configs/linear_probe/metafile.yml')) as f:
+    with open(osp.join(ROOT, 'configs/dino/metafile.yml')) as f:
         models = yaml.safe_load(f)['Models']
     seen = {}
     for model in models:
-        if model['Results'] is None:
+        if model['In Collection'] != 'Dino-Mamba Linear Probe' or model['Results'] is None:
             continue
         assert model['Results Source'] == 'paper'
         key = model['Name'].split('-p16')[0]

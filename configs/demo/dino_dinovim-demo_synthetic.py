@@ -14,7 +14,6 @@
 _base_ = [
     '../_base_/models/dino_dinovim-base.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
-    '../dino/_base_/default_runtime.py',
 ]
 
 data_root = 'data/synthetic_demo/cls'

@@ -16,7 +16,7 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone  # noqa: F401
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-PROBE_DIR = osp.join(REPO, 'configs', 'linear_probe')
+PROBE_DIR = osp.join(REPO, 'configs', 'dino', 'benchmarks')
 DEMO_PROBE = osp.join(REPO, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
 
 # (file prefix, backbone type, blocks read, width, pooled patch tokens)
@@ -32,7 +32,7 @@ EXPECTED = [
 
 @pytest.mark.parametrize('prefix,backbone_type,blocks,width,pooled', EXPECTED)
 def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, pooled):
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-ours_*in1k.py'))
     cfg = Config.fromfile(path)
     frozen = cfg.model.backbone
     assert frozen.type == 'dinomamba_mm.FrozenBackbone'
@@ -52,7 +52,7 @@ def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, poole
 
 
 def test_dinovim_tiny_probe_builds_with_paper_sizes():
-    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-teacher_*.py'))[0])
+    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-ours_*.py'))[0])
     init_default_scope('mmpretrain')
     from mmpretrain.registry import MODELS
     model = MODELS.build(cfg.model)
@@ -138,7 +138,7 @@ def test_every_probe_config_trains_two_iterations(prefix, tiny_synthetic, tmp_pa
     """Each ImageNet probe config, unchanged but for a 16-wide backbone, the synthetic data and
     a teacher checkpoint of that backbone: 2 iterations, then validation; the frozen backbone
     still holds the checkpoint's teacher weights afterwards."""
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-ours_*in1k.py'))
     cfg = Config.fromfile(path)
     inner = cfg.model.backbone.backbone
     inner.update(arch=TINY_ARCH[inner.type], img_size=32)

@@ -8,6 +8,16 @@
 # clip the norm of all gradients together). bf16 autocast.
 # The EMA teacher has requires_grad=False, so the optimizer constructor (with a
 # paramwise_cfg) leaves it out.
+# Built on configs/_base_/default_runtime.py: a checkpoint every epoch (the 3 newest kept), a log
+# line every 50 iterations, seed 0.
+_base_ = '../default_runtime.py'
+
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=50),
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_last=True))
+
+randomness = dict(seed=0)
+
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',

@@ -1,8 +1,10 @@
 # ADE20K UperNet schedule for plain backbones (BEiT / MAE / Vim recipe), mmseg scope:
 # 160k iterations at 16 images per step (8 GPUs x 2), AdamW lr 1e-4, weight decay 0.05 (none on
-# 1-D parameters, position embedding, class / register tokens), layer-wise lr decay
-# (``layer_decay_rate`` per block, set by each backbone's config), 1500 linear warm-up
-# iterations then poly decay (power 1) to 0, bf16 autocast.
+# 1-D parameters, position embedding, class / register tokens), layer-wise lr decay 0.92 per
+# block (Vim's value for the 24-block DinoVim; the 12-block ViT configs set their own), 1500
+# linear warm-up iterations then poly decay (power 1) to 0, bf16 autocast. Built on mmseg's
+# default runtime (scope mmseg), with iteration-based hooks.
+_base_ = 'mmseg::_base_/default_runtime.py'
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',

@@ -1,7 +1,8 @@
 # COCO schedule of ViTDet ("100 epochs" of large-scale jitter), mmdet scope: 184375 iterations
 # at 64 images per step, AdamW lr 1e-4, weight decay 0.1 (none on 1-D parameters, position
-# embedding, class / register tokens), layer-wise lr decay (``layer_decay_rate``, set by each
-# backbone's config), 250 linear warm-up iterations, lr x0.1 at iterations 163889 and 177546,
+# embedding, class / register tokens), layer-wise lr decay 0.8 per block (ViTDet's value for its
+# 24-block ViT-L, used for the 24-block DinoVim; the 12-block ViT configs set their own), 250
+# linear warm-up iterations, lr x0.1 at iterations 163889 and 177546,
 # bf16 autocast. Built on mmdet's default runtime (scope mmdet), with iteration-based hooks.
 _base_ = 'mmdet::_base_/default_runtime.py'
 max_iters = 184375

@@ -1,0 +1,8 @@
+# Runtime of the mmpretrain-scope configs (DINO pretraining, linear probes, their demos):
+# mmpretrain's, plus the dinomamba_mm modules. The only runtime file of this tree: the ADE20K and
+# COCO configs run in the mmseg / mmdet scopes, whose visualisers, loggers and hooks come from those
+# libraries' own default runtimes (mmseg's and mmdet's `_base_/default_runtime.py`), inherited by
+# their schedules. Each schedule sets the checkpoint and logging intervals of its run length.
+_base_ = 'mmpretrain::_base_/default_runtime.py'
+
+custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
