@@ -6,3 +6,6 @@
 _base_ = 'mmpretrain::_base_/default_runtime.py'
 
 custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
+
+# every checkpoint saved records the token layout of its DinoVim backbones; loading checks it
+default_hooks = dict(backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'))

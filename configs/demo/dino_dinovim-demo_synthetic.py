@@ -27,6 +27,8 @@ model = dict(
                   d_state=16, chunk_size=64),
         img_size=image_size,
         patch_size=8,
+        # the layout of the demo's measured figures (docs/demo.md) and of its probe config
+        token_layout='interleaved',
         drop_path_rate=0.),
     neck=dict(in_channels=embed_dims, out_channels=256, hidden_channels=512,
               bottleneck_channels=128),

@@ -33,6 +33,7 @@ model = dict(
             out_source='mixer',
             out_indices=list(range(-num_last_blocks, 0)),
             final_norm=True,
+            token_layout='interleaved',  # as the demo DINO run (checked on load)
             drop_path_rate=0.)),
     neck=dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
     head=dict(

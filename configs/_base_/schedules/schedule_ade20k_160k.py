@@ -28,6 +28,8 @@ train_cfg = dict(type='IterBasedTrainLoop', max_iters=160000, val_interval=16000
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbone; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     param_scheduler=dict(type='ParamSchedulerHook'),

@@ -30,6 +30,8 @@ train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=in
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbone; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),

@@ -19,7 +19,8 @@ class PaperCheckpointInit:
     Use as the backbone's ``init_cfg``::
 
         init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
-                      checkpoint='https://huggingface.co/.../Vim/Base/checkpoint.pth',
+                      checkpoint=('https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/'
+                                  'Vim/Base/checkpoint.pth'),
                       source='teacher')
 
     ``checkpoint`` is a path or URL (mmengine's loaders, http(s) through its download cache)

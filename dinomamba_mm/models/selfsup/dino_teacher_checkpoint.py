@@ -15,8 +15,9 @@ a plain backbone state dict.
 
 Backbone weights in the Dino-Mamba paper's key layout (``patch_embed.proj.*``, MambaR's
 ``pos_embed_cls``) are renamed to DinoVim / DinoMambaReg keys through the backbone's
-:mod:`~dinomamba_mm.models.backbones.checkpoint_mapping` (DinoVim then needs
-``token_layout='paper'`` to give the paper's features).
+:mod:`~dinomamba_mm.models.backbones.checkpoint_mapping` (the backbone then needs
+``token_layout='paper'``, and MambaR ``img_size=112``, to give the paper's features;
+:func:`teacher_backbone_layout` tells what a checkpoint records).
 """
 from collections import OrderedDict
 from typing import Dict, Mapping, Optional

@@ -16,6 +16,8 @@ import sys
 import numpy as np
 import pytest
 import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
 
 from dinomamba_mm import model_zoo
 from dinomamba_mm.models.backbones import DinoMambaReg, FrozenBackbone, paper_to_ours
@@ -125,8 +127,25 @@ def load_from_model_zoo(raw_file, tmp_path, monkeypatch):
     return model
 
 
+PROBE_CONFIG = osp.join(ROOT, 'configs/dino/benchmarks',
+                        'dinomamba-reg-b-p16_paper-teacher_8xb128-linear-coslr-100e_in1k.py')
+
+
+def load_by_probe_config(raw_file, tmp_path, monkeypatch):
+    """The documented paper-teacher probe config, unchanged but for the width and the file."""
+    cfg = Config.fromfile(PROBE_CONFIG)
+    cfg.model.backbone.checkpoint = raw_file
+    cfg.model.backbone.backbone.arch = ARCH
+    cfg.model.head.in_channels = 8 * ARCH['embed_dims']
+    init_default_scope('mmpretrain')
+    from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
+    classifier = MMPRETRAIN_MODELS.build(cfg.model)
+    classifier.init_weights()
+    return classifier.backbone
+
+
 LOAD_PATHS = {'init_cfg': load_by_init_cfg, 'converter': load_converted,
-              'model_zoo': load_from_model_zoo}
+              'model_zoo': load_from_model_zoo, 'probe_config': load_by_probe_config}
 
 
 @pytest.mark.parametrize('size', SIZES, ids=lambda s: f'{s[0]}x{s[1]}')
