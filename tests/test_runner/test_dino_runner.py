@@ -117,14 +117,19 @@ CONFIGS = sorted(f for f in os.listdir(CONFIG_DIR) if f.endswith('.py'))
 
 def test_family_is_complete():
     assert CONFIGS == [
+        'dino_dinomambareg-base-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinomambareg-base-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-base-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-small-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-small-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-tiny-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-tiny-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_linearvit-base-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
     ]
-    cfg = Config.fromfile(osp.join(CONFIG_DIR, CONFIGS[1]))
+    cfg = Config.fromfile(
+        osp.join(CONFIG_DIR, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py'))
     assert cfg.optim_wrapper.type == 'AmpOptimWrapper' and cfg.optim_wrapper.dtype == 'bfloat16'
     assert cfg.optim_wrapper.optimizer.lr == 5e-4 and cfg.auto_scale_lr.base_batch_size == 256
     assert cfg.model.neck.out_channels == 65536 and cfg.train_cfg.max_epochs == 100
