@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from mmengine import dist
 from mmengine.model import BaseModule
 
+from dinomamba_mm.argument_checks import check_int, check_number
 from dinomamba_mm.registry import MODELS
 
 
@@ -63,18 +64,13 @@ class DINOLossHead(BaseModule):
                  sinkhorn_iterations: int = 3,
                  init_cfg=None) -> None:
         super().__init__(init_cfg=init_cfg)
-        if not isinstance(out_channels, int) or out_channels < 1:
-            raise ValueError(f'out_channels must be a positive int, got {out_channels!r}')
-        if student_temp <= 0 or teacher_temp <= 0:
-            raise ValueError('temperatures must be > 0, got '
-                             f'student_temp={student_temp}, teacher_temp={teacher_temp}')
-        if not 0.0 <= center_momentum <= 1.0:
-            raise ValueError(f'center_momentum must be in [0, 1], got {center_momentum}')
+        check_int('out_channels', out_channels, 1)
+        check_number('student_temp', student_temp, 0, exclusive_minimum=True)
+        check_number('teacher_temp', teacher_temp, 0, exclusive_minimum=True)
+        check_number('center_momentum', center_momentum, 0, 1)
         if centering not in self.CENTERINGS:
             raise ValueError(f'centering must be one of {self.CENTERINGS}, got {centering!r}')
-        if not isinstance(sinkhorn_iterations, int) or sinkhorn_iterations < 1:
-            raise ValueError('sinkhorn_iterations must be a positive int, '
-                             f'got {sinkhorn_iterations!r}')
+        check_int('sinkhorn_iterations', sinkhorn_iterations, 1)
         self.centering = centering
         self.sinkhorn_iterations = sinkhorn_iterations
         self.student_temp = student_temp

@@ -8,6 +8,7 @@ from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.registry import MODELS
 
 
@@ -65,9 +66,7 @@ class DINO(BaseSelfSupervisor):
         if neck is None or head is None:
             raise ValueError('DINO needs a projection head (neck) and a loss head (head), '
                              f'got neck={neck!r}, head={head!r}')
-        if not isinstance(num_teacher_crops, int) or num_teacher_crops < 1:
-            raise ValueError(f'num_teacher_crops must be a positive int, '
-                             f'got {num_teacher_crops!r}')
+        check_int('num_teacher_crops', num_teacher_crops, 1)
         super().__init__(backbone=backbone, neck=neck, head=head, pretrained=pretrained,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.num_teacher_crops = num_teacher_crops
