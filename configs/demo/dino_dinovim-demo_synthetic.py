@@ -94,6 +94,7 @@ custom_hooks = [
          module_name='neck.last_layer'),
     dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),
     dict(type='dinomamba_mm.RandomStateHook'),
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]
 
 default_hooks = dict(

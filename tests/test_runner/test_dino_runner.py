@@ -265,3 +265,52 @@ def test_two_process_ddp_run_saves_checkpoint(tmp_path):
     assert any(k.startswith('teacher.backbone.') for k in state)
     assert not any(k.startswith('module.') for k in state)
     assert state['head.center'].abs().sum() > 0
+
+
+class NaNPixel(Hook):
+    """One NaN pixel in the first (teacher) crop of one sample at iteration ``iteration``."""
+    priority = 'LOWEST'
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+        self.runner = None
+
+    def before_run(self, runner):
+        self.runner = runner
+        runner.model.data_preprocessor.register_forward_hook(self._poison)
+
+    def _poison(self, module, args, output):
+        if self.runner.iter == self.iteration:
+            output['inputs'][0][1, 0, 5, 5] = float('nan')
+        return output
+
+
+def _non_finite_keys(state):
+    return [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+
+
+def test_one_nan_pixel_costs_one_step_not_the_run(tmp_path):
+    """A NaN pixel in one crop made the loss NaN and head.center NaN for the rest of the run;
+    now that step is skipped and the run goes on with every tensor finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, checkpoint_interval=2)
+    runner, losses = run(path, tmp_path / 'work', 'nan', extra_hooks=[NaNPixel(1)])
+    assert runner.iter == 4 and len(losses) == 4
+    assert np.isnan(losses[1]) and np.isfinite([losses[0], *losses[2:]]).all()
+    assert _non_finite_keys(runner.model.state_dict()) == []
+    state = torch.load(str(tmp_path / 'work' / 'epoch_2.pth'), map_location='cpu')['state_dict']
+    assert _non_finite_keys(state) == []
+    assert state['head.center'].abs().sum() > 0
+
+
+def test_a_diverging_learning_rate_stops_the_run_with_every_checkpoint_finite(tmp_path):
+    """lr 1e38: the run used to exit 0 with nearly every checkpoint tensor non-finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=4, num_images=4, checkpoint_interval=1,
+                       extra="optim_wrapper['optimizer']['lr'] = 1e38\n")
+    with pytest.raises(FloatingPointError, match=r'^iteration \d+ of 8: '):
+        run(path, tmp_path / 'work', 'diverging')
+    saved = sorted(p.name for p in (tmp_path / 'work').glob('*.pth'))
+    for name in saved:
+        state = torch.load(str(tmp_path / 'work' / name), map_location='cpu')['state_dict']
+        assert _non_finite_keys(state) == [], name

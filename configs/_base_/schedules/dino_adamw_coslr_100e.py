@@ -43,4 +43,7 @@ custom_hooks = [
     # generator states in the checkpoints, so that --resume continues exactly (drop path,
     # the workers' seeds)
     dict(type='dinomamba_mm.RandomStateHook'),
+    # a step with a NaN / inf loss or gradient is skipped; 6 in a row (or weights made
+    # non-finite) stop the run with an error naming the iteration
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]

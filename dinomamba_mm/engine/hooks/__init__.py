@@ -2,10 +2,11 @@ from .cosine_weight_decay_hook import CosineWeightDecayHook
 from .dino_teacher_ema_hook import DINOTeacherEMAHook
 from .dino_teacher_temp_hook import DINOTeacherTempHook
 from .freeze_last_layer_hook import FreezeLastLayerHook
+from .non_finite_step_hook import NonFiniteStepHook
 from .per_parameter_grad_clip_hook import PerParameterGradClipHook
 from .random_state_hook import RandomStateHook
 
 __all__ = [
     'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
-    'PerParameterGradClipHook', 'RandomStateHook'
+    'NonFiniteStepHook', 'PerParameterGradClipHook', 'RandomStateHook'
 ]

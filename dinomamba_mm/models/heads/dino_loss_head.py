@@ -28,6 +28,10 @@ class DINOLossHead(BaseModule):
 
         center <- center_momentum * center + (1 - center_momentum) * mean(t)
 
+    unless that mean holds a NaN or an infinity (a NaN pixel in one crop, a diverging teacher,
+    on any process): the centre then keeps its value, so it never becomes non-finite. The
+    step itself is skipped by :class:`NonFiniteStepHook`.
+
     ``center`` and ``teacher_temp`` are buffers, so they live in checkpoints and a resumed run
     continues exactly. ``teacher_temp`` is set by :class:`DINOTeacherTempHook` when the
     warm-up schedule is used.
@@ -153,10 +157,13 @@ class DINOLossHead(BaseModule):
 
     @torch.no_grad()
     def update_center(self, teacher_scores: torch.Tensor) -> None:
-        """EMA of the centre with the mean of ``teacher_scores`` (N, K) over all processes."""
+        """EMA of the centre with the mean of ``teacher_scores`` (N, K) over all processes;
+        a non-finite mean leaves the centre unchanged (decided alike on every process, after
+        the all-reduce)."""
         stats = torch.cat([teacher_scores.float().sum(dim=0),
                            teacher_scores.new_tensor([teacher_scores.shape[0]], dtype=torch.float)])
         dist.all_reduce(stats, op='sum')
         batch_center = (stats[:-1] / stats[-1]).unsqueeze(0)
-        self.center.mul_(self.center_momentum).add_(batch_center,
-                                                    alpha=1.0 - self.center_momentum)
+        updated = self.center * self.center_momentum + batch_center * (1.0 - self.center_momentum)
+        # torch.where, not an if: no host sync per step
+        self.center.copy_(torch.where(torch.isfinite(batch_center).all(), updated, self.center))
