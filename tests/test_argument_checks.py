@@ -56,7 +56,8 @@ def test_check_indices_refuses(value, error):
 
 
 @pytest.mark.parametrize('build, error, message', [
-    (lambda: DINOLossHead(out_channels=True), TypeError, 'out_channels must be an int >= 1, got True'),
+    (lambda: DINOLossHead(out_channels=True), TypeError,
+     'out_channels must be an int >= 1, got True'),
     (lambda: DINOLossHead(out_channels=4, sinkhorn_iterations=0), ValueError,
      'sinkhorn_iterations must be an int >= 1, got 0'),
     (lambda: DINOLossHead(out_channels=4, teacher_temp=-1), ValueError,

@@ -15,6 +15,7 @@ from dinomamba_mm.argument_checks import check_indices, check_int, is_int
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
 from .backbone_checks import check_backbone_args, check_image_input
+from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
@@ -133,7 +134,9 @@ class DinoVim(BaseBackbone):
             in segments of at most this many tokens: less memory, same result, a little
             slower; the UperNet / Cascade Mask R-CNN configs set 512).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
-            checkpoint=...)`` (strict). Random initialisation happens at construction.
+            checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
+            :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
+            Random initialisation happens at construction.
 
     Analysis hooks: :meth:`mixer_inputs` gives the normalised tokens entering chosen blocks'
     mixers, for ``self.layers[i].mixer.ssd_inputs`` / ``.mixing_matrices``.
@@ -170,7 +173,7 @@ class DinoVim(BaseBackbone):
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(init_cfg)
+        super().__init__(checked_pretrained_cfg(init_cfg))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
@@ -417,7 +420,7 @@ class DinoVim(BaseBackbone):
         return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W) -> tuple of one output per ``out_indices`` entry (see out_type); B may be 0."""
+        """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type)."""
         x, hw, plan = self._embed(inputs)
         outs = []
         for i, layer in enumerate(self.layers):

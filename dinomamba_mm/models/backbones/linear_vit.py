@@ -10,6 +10,7 @@ from dinomamba_mm.argument_checks import check_indices
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
 from .backbone_checks import check_backbone_args, check_image_input
+from .checked_pretrained import checked_pretrained_cfg
 
 
 @MODELS.register_module()
@@ -31,6 +32,8 @@ class LinearViT(VisionTransformer):
         attn_drop_rate: must be 0 (there is no attention matrix to drop).
         pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size
             (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
+        init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
+            (a checkpoint that fits nothing is an error).
         **kwargs: ``VisionTransformer``'s other arguments.
 
     Analysis: :meth:`phi_qk` returns phi(Q), phi(K) per head of chosen layers.
@@ -64,6 +67,7 @@ class LinearViT(VisionTransformer):
         num_layers = self._num_layers(arch)
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
+        kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
                          in_channels=in_channels, out_indices=out_indices,
                          drop_rate=drop_rate, drop_path_rate=drop_path_rate, **kwargs)

@@ -9,6 +9,7 @@ from mmpretrain.structures import DataSample
 from torch import nn
 
 from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import MODELS
 
@@ -92,6 +93,7 @@ class DINO(BaseSelfSupervisor):
         if (isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
                 and init_cfg.get('prefix') is None):
             checkpoint = init_cfg['checkpoint']
+            check_checkpoint_file(checkpoint, 'pretrained DINO checkpoint')
             try:
                 load_checkpoint(self, checkpoint, map_location='cpu', strict=True,
                                 logger='current')

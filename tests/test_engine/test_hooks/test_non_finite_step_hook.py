@@ -73,7 +73,8 @@ def test_stops_after_max_consecutive_skips_naming_the_iteration():
     with pytest.raises(FloatingPointError) as info:
         train_iter(runner, hook, bad)
     message = str(info.value)
-    assert message.startswith('iteration 3 of 10: loss nan; 2 of 4 gradients not finite (first: 0.weight)')
+    assert message.startswith(
+        'iteration 3 of 10: loss nan; 2 of 4 gradients not finite (first: 0.weight)')
     assert '3 bad iteration(s) in a row (max_consecutive_skips=2): training stopped' in message
 
 
