@@ -5,5 +5,6 @@ custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=100),
-    checkpoint=dict(type='CheckpointHook', interval=10, max_keep_ckpts=3,
-                    save_last=True))
+    # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=10,
+                    max_keep_ckpts=3, save_last=True))

@@ -5,9 +5,11 @@ from .freeze_last_layer_hook import FreezeLastLayerHook
 from .non_finite_step_hook import NonFiniteStepHook
 from .per_parameter_grad_clip_hook import PerParameterGradClipHook
 from .random_state_hook import RandomStateHook
+from .resumable_checkpoint_hook import ResumableCheckpointHook
 from .strict_load_hook import StrictLoadHook
 
 __all__ = [
     'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
-    'NonFiniteStepHook', 'PerParameterGradClipHook', 'RandomStateHook', 'StrictLoadHook'
+    'NonFiniteStepHook', 'PerParameterGradClipHook', 'RandomStateHook', 'ResumableCheckpointHook',
+    'StrictLoadHook'
 ]
