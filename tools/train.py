@@ -5,10 +5,11 @@
     bash tools/dist_train.sh CONFIG NUM_PROCESSES [same options]
 
 ``--resume`` without a checkpoint resumes from the one ``WORK_DIR/last_checkpoint`` names, or,
-when that one is truncated or gone, from the newest intact ``*.pth`` (with a warning); with
-nothing to resume it says so and trains from scratch. A checkpoint given (``--resume CKPT``,
-``load_from``) is checked before anything is built, and every checkpoint is loaded strictly
-(``dinomamba_mm.StrictLoadHook``) unless ``--no-strict-load``.
+when that one is truncated or gone, from the newest intact checkpoint of the same naming
+(``epoch_N.pth`` / ``iter_N.pth``; with a warning); with nothing to resume it says so and
+trains from scratch. A checkpoint given (``--resume CKPT``, ``load_from``) is checked before
+anything is built, and every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``)
+unless ``--no-strict-load``.
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
 ``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines

@@ -7,6 +7,7 @@ is loaded, reading only its first bytes and (for zip archives) its central direc
 import glob
 import os
 import os.path as osp
+import re
 import zipfile
 from typing import Optional
 
@@ -15,6 +16,7 @@ from mmengine.logging import print_log
 _ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
 _PICKLE_MAGIC = b'\x80'  # torch's legacy format (a pickle, protocol >= 2)
 _LFS_POINTER = b'version https://git-lfs'
+_DEFAULT_NAMES = re.compile(r'(epoch|iter)_\d+\.pth$')  # mmengine CheckpointHook's file names
 
 
 def is_local_path(filename: str) -> bool:
@@ -87,11 +89,13 @@ def find_resumable_checkpoint(work_dir: str) -> Optional[str]:
 
     The file named by ``work_dir/last_checkpoint`` (what mmengine's ``CheckpointHook`` writes
     and its auto-resume reads) when it is intact; otherwise, with a warning naming the
-    problem, the most recently written intact ``*.pth`` in the folder of that file and in
-    ``work_dir``.
+    problem, the most recently written intact checkpoint named like that file (``epoch_N.pth``
+    for ``epoch_7.pth``) in its folder, or, without a usable ``last_checkpoint``, named
+    ``epoch_N.pth`` / ``iter_N.pth`` in ``work_dir`` (other ``*.pth`` there, e.g. pretrained
+    weights, are not training checkpoints).
     """
     pointer = osp.join(work_dir, 'last_checkpoint')
-    folders = [work_dir]
+    folder, names = work_dir, _DEFAULT_NAMES
     reason = f'{work_dir} has no last_checkpoint file'
     if osp.isfile(pointer):
         with open(pointer) as f:
@@ -101,15 +105,17 @@ def find_resumable_checkpoint(work_dir: str) -> Optional[str]:
             if reason is None:
                 return last
             reason = f'{last} (named by {pointer}) {reason}'
-            folders.insert(0, osp.dirname(last))
+            folder, name = osp.split(last)
+            names = re.compile(re.sub(r'\d+', r'\\d+', re.escape(name)) + '$')
         else:
             reason = f'{pointer} is empty'
-    candidates = {path for folder in folders for path in glob.glob(osp.join(folder, '*.pth'))}
+    candidates = [path for path in glob.glob(osp.join(folder, '*.pth'))
+                  if names.match(osp.basename(path))]
     intact = [path for path in candidates if checkpoint_file_problem(path) is None]
     if not intact:
         if osp.isfile(pointer):
-            print_log(f'{reason}, and no intact checkpoint was found in {sorted(set(folders))}',
-                      logger='current', level=30)
+            print_log(f'{reason}, and no other intact checkpoint matching {names.pattern!r} was '
+                      f'found in {folder}', logger='current', level=30)
         return None
     newest = max(intact, key=lambda path: (os.stat(path).st_mtime_ns, path))
     print_log(f'{reason}; resuming from {newest} instead, the most recently written intact '

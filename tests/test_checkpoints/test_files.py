@@ -94,7 +94,8 @@ def test_resume_takes_the_checkpoint_last_checkpoint_names(tmp_path):
 def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path, logged):
     first, second = saved(tmp_path / 'epoch_1.pth'), saved(tmp_path / 'epoch_2.pth')
     third = write(tmp_path / 'epoch_3.pth', open(second, 'rb').read()[:100])  # killed save
-    for path, age in ((first, 30), (second, 20), (third, 10)):
+    other = saved(tmp_path / 'pretrained.pth')  # newest, intact, but not one of the run's
+    for path, age in ((first, 30), (second, 20), (third, 10), (other, 5)):
         _age(path, age)
     (tmp_path / 'last_checkpoint').write_text(third)
     assert find_resumable_checkpoint(str(tmp_path)) == second
@@ -108,7 +109,8 @@ def test_resume_with_an_empty_pointer_or_none(tmp_path, logged):
     assert logged == []
     (tmp_path / 'last_checkpoint').write_text('')
     assert find_resumable_checkpoint(str(tmp_path)) is None
-    assert 'last_checkpoint is empty, and no intact checkpoint was found' in logged.pop()
+    assert 'last_checkpoint is empty, and no other intact checkpoint matching ' \
+           "'(epoch|iter)_\\\\d+\\\\.pth$' was found" in logged.pop()
     only = saved(tmp_path / 'iter_4.pth')
     assert find_resumable_checkpoint(str(tmp_path)) == only
     os.remove(tmp_path / 'last_checkpoint')
