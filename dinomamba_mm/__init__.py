@@ -4,7 +4,8 @@ Importing this package registers every module in the 'dinomamba_mm' scope; that 
 ``custom_imports=dict(imports=['dinomamba_mm'], allow_failed_imports=False)`` relies on.
 """
 from . import compat  # noqa: F401  (first: patches checkpoint loading on torch >= 2.6)
-from . import analysis, datasets, engine, evaluation, model_zoo, models, ops  # noqa: F401
+from . import (analysis, checkpoints, datasets, engine, evaluation, model_zoo,  # noqa: F401
+               models, ops)
 from .version import __version__, version_info
 
 __all__ = ['__version__', 'version_info']

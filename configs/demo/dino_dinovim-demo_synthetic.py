@@ -95,9 +95,10 @@ custom_hooks = [
          module_name='neck.last_layer'),
     dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),
     dict(type='dinomamba_mm.RandomStateHook'),
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=25),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

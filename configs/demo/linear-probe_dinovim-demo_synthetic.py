@@ -74,5 +74,5 @@ auto_scale_lr = dict(base_batch_size=50)
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=4),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

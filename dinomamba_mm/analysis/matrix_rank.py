@@ -15,6 +15,8 @@ from typing import Dict, Union
 import numpy as np
 import torch
 
+from dinomamba_mm.argument_checks import check_int
+
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 BLOCK_KINDS = ('diagonal', 'lower', 'upper')
 
@@ -65,9 +67,7 @@ def block_ranks(matrix: Union[np.ndarray, torch.Tensor],
     if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
         raise ValueError(f'matrix must be (..., L, L), got shape {matrix.shape}')
     length = matrix.shape[-1]
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
-            or not 1 <= block_size <= length:
-        raise ValueError(f'block_size must be an int in [1, L={length}], got {block_size!r}')
+    check_int('block_size', block_size, 1, length)
     num = length // block_size
     blocks = matrix[..., :num * block_size, :num * block_size].reshape(
         *matrix.shape[:-2], num, block_size, num, block_size)

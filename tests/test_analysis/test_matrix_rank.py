@@ -44,7 +44,7 @@ def test_tail_is_dropped_and_bad_block_size():
     result = block_ranks(np.eye(10), block_size=4)  # 2 x 2 blocks, last 2 tokens left out
     assert result['diagonal']['numerical_rank'].shape == (2, )
     assert result['diagonal']['singular_values'].shape == (2, 4)
-    with pytest.raises(ValueError, match=r'block_size must be an int in \[1, L=10\]'):
+    with pytest.raises(ValueError, match=r'block_size must be an int in \[1, 10\], got 11'):
         block_ranks(np.eye(10), block_size=11)
     with pytest.raises(ValueError, match=r'matrix must be \(\.\.\., L, L\)'):
         block_ranks(np.ones((3, 4)), block_size=2)

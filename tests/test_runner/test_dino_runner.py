@@ -5,6 +5,7 @@ Each config in configs/dino/ is loaded unchanged and shrunk (tiny backbone of th
 """
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -241,16 +242,68 @@ def test_resume_without_random_states_is_refused(tmp_path):
         run(path, tmp_path / 'killed', 'resumed', resume=True)
 
 
-def test_resume_inside_an_epoch_is_refused(tmp_path):
-    """An iteration checkpoint inside an epoch: mmengine's EpochBasedTrainLoop would replay
-    the epoch from its first batch (more iterations than max_iters)."""
+def test_per_iteration_checkpoints_are_refused_when_training_starts(tmp_path):
+    """Under EpochBasedTrainLoop they cannot be resumed: refused at the start, not days later
+    at resume time."""
     extra = "default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1))\n"
     path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
                        epochs=2, num_images=4, extra=extra)
+    with pytest.raises(ValueError, match=r'^ResumableCheckpointHook\(by_epoch=False, interval=1\) '
+                                         'under EpochBasedTrainLoop saves checkpoints that '
+                                         'cannot be resumed'):
+        run(path, tmp_path / 'work', 'start')
+    assert not list((tmp_path / 'work').glob('*.pth'))
+
+
+@pytest.mark.parametrize('iteration, message', [
+    (1, 'cannot resume from iteration 1 under EpochBasedTrainLoop: the checkpoint was saved '
+        'during epoch 1 (2 iterations per epoch): the loop would restart that epoch from its '
+        'first batch and train more iterations than max_iters. No epoch had finished'),
+    (2, 'cannot resume from iteration 2 under EpochBasedTrainLoop: the checkpoint was saved '
+        'after the last iteration of epoch 1 by a per-iteration CheckpointHook, which records '
+        'epoch 1 as not yet finished: the loop would train it again. Resume from epoch_1.pth'),
+])
+def test_resuming_a_per_iteration_checkpoint_of_another_hook_is_refused(tmp_path, iteration,
+                                                                          message):
+    """Checkpoints of mmengine's own CheckpointHook(by_epoch=False) inside and at the end of
+    an epoch: mmengine would replay the epoch (RandomStateHook refused even the second)."""
+    stock = "default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, " \
+            "interval=1))\n"
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, extra=stock)
     run(path, tmp_path / 'killed', 'killed', extra_hooks=[StopAfterEpoch(1)])
-    (tmp_path / 'killed' / 'last_checkpoint').write_text(str(tmp_path / 'killed' / 'iter_1.pth'))
-    with pytest.raises(ValueError, match='iteration 1: it was saved during epoch 1 .2 iterations'):
+    (tmp_path / 'killed' / 'last_checkpoint').write_text(
+        str(tmp_path / 'killed' / f'iter_{iteration}.pth'))
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4)
+    with pytest.raises(ValueError, match=re.escape(message)):
         run(path, tmp_path / 'killed', 'resumed', resume=True)
+
+
+def test_the_previous_checkpoint_survives_a_failed_save(tmp_path, monkeypatch):
+    """max_keep_ckpts=1: mmengine removed epoch_1.pth before writing epoch_2.pth, so a save
+    that failed (or was killed) left no checkpoint at all."""
+    extra = "default_hooks = dict(checkpoint=dict(max_keep_ckpts=1))\n"
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=3, num_images=2, extra=extra)
+    real_save, calls = torch.save, []
+
+    def save_failing_the_second_time(obj, f, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, 'No space left on device')
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, 'save', save_failing_the_second_time)
+    with pytest.raises(OSError, match='No space left'):
+        run(path, tmp_path / 'work', 'full_disk')
+    monkeypatch.setattr(torch, 'save', real_save)
+    assert sorted(p.name for p in (tmp_path / 'work').glob('*.pth')) == ['epoch_1.pth']
+    assert torch.load(str(tmp_path / 'work' / 'epoch_1.pth'), map_location='cpu')[
+        'meta']['epoch'] == 1
+    # and once saves work again, only the newest one is kept
+    resumed, _ = run(path, tmp_path / 'work', 'resumed', resume=True)
+    assert sorted(p.name for p in (tmp_path / 'work').glob('*.pth')) == ['epoch_3.pth']
 
 
 @pytest.mark.slow
@@ -270,3 +323,52 @@ def test_two_process_ddp_run_saves_checkpoint(tmp_path):
     assert any(k.startswith('teacher.backbone.') for k in state)
     assert not any(k.startswith('module.') for k in state)
     assert state['head.center'].abs().sum() > 0
+
+
+class NaNPixel(Hook):
+    """One NaN pixel in the first (teacher) crop of one sample at iteration ``iteration``."""
+    priority = 'LOWEST'
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+        self.runner = None
+
+    def before_run(self, runner):
+        self.runner = runner
+        runner.model.data_preprocessor.register_forward_hook(self._poison)
+
+    def _poison(self, module, args, output):
+        if self.runner.iter == self.iteration:
+            output['inputs'][0][1, 0, 5, 5] = float('nan')
+        return output
+
+
+def _non_finite_keys(state):
+    return [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+
+
+def test_one_nan_pixel_costs_one_step_not_the_run(tmp_path):
+    """A NaN pixel in one crop made the loss NaN and head.center NaN for the rest of the run;
+    now that step is skipped and the run goes on with every tensor finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, checkpoint_interval=2)
+    runner, losses = run(path, tmp_path / 'work', 'nan', extra_hooks=[NaNPixel(1)])
+    assert runner.iter == 4 and len(losses) == 4
+    assert np.isnan(losses[1]) and np.isfinite([losses[0], *losses[2:]]).all()
+    assert _non_finite_keys(runner.model.state_dict()) == []
+    state = torch.load(str(tmp_path / 'work' / 'epoch_2.pth'), map_location='cpu')['state_dict']
+    assert _non_finite_keys(state) == []
+    assert state['head.center'].abs().sum() > 0
+
+
+def test_a_diverging_learning_rate_stops_the_run_with_every_checkpoint_finite(tmp_path):
+    """lr 1e38: the run used to exit 0 with nearly every checkpoint tensor non-finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=4, num_images=4, checkpoint_interval=1,
+                       extra="optim_wrapper['optimizer']['lr'] = 1e38\n")
+    with pytest.raises(FloatingPointError, match=r'^iteration \d+ of 8: '):
+        run(path, tmp_path / 'work', 'diverging')
+    saved = sorted(p.name for p in (tmp_path / 'work').glob('*.pth'))
+    for name in saved:
+        state = torch.load(str(tmp_path / 'work' / name), map_location='cpu')['state_dict']
+        assert _non_finite_keys(state) == [], name

@@ -14,7 +14,9 @@ _base_ = '../default_runtime.py'
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_last=True))
+    # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=1, max_keep_ckpts=3,
+                    save_last=True))
 
 randomness = dict(seed=0)
 
@@ -53,4 +55,7 @@ custom_hooks = [
     # generator states in the checkpoints, so that --resume continues exactly (drop path,
     # the workers' seeds)
     dict(type='dinomamba_mm.RandomStateHook'),
+    # a step with a NaN / inf loss or gradient is skipped; 6 in a row (or weights made
+    # non-finite) stop the run with an error naming the iteration
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]

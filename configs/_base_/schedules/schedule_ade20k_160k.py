@@ -33,8 +33,8 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=16000,
-                    max_keep_ckpts=3, save_best='mIoU'),
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', by_epoch=False,
+                    interval=16000, max_keep_ckpts=3, save_best='mIoU'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook'))
 # the learning rate above is for 16 images per step

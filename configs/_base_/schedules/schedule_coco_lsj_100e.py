@@ -35,8 +35,8 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=interval,
-                    max_keep_ckpts=2),
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', by_epoch=False,
+                    interval=interval, max_keep_ckpts=2),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'))
 log_processor = dict(type='LogProcessor', window_size=50, by_epoch=False)

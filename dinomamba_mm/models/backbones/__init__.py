@@ -1,3 +1,4 @@
+from .checked_pretrained import CheckedPretrainedInit
 from .checkpoint_mapping import (backbone_state_dict, infer_arch, load_state_dict_strict,
                                  ours_to_paper, paper_backbone_state_dict, paper_to_ours)
 from .dinovim import DinoMambaReg, DinoVim
@@ -8,8 +9,8 @@ from .linear_vit import LinearViT
 from .paper_checkpoint import PaperCheckpointInit
 
 __all__ = [
-    'DinoVim', 'DinoMambaReg', 'FrozenBackbone', 'LinearViT', 'PaperCheckpointInit',
-    'backbone_state_dict', 'infer_arch', 'load_state_dict_strict', 'ours_to_paper',
-    'paper_backbone_state_dict', 'paper_to_ours', 'LAYOUT_META_KEY', 'backbone_layout',
-    'check_layout', 'checkpoint_layout', 'model_layouts', 'paper_layout'
+    'CheckedPretrainedInit', 'DinoVim', 'DinoMambaReg', 'FrozenBackbone', 'LinearViT',
+    'PaperCheckpointInit', 'backbone_state_dict', 'infer_arch', 'load_state_dict_strict',
+    'ours_to_paper', 'paper_backbone_state_dict', 'paper_to_ours', 'LAYOUT_META_KEY',
+    'backbone_layout', 'check_layout', 'checkpoint_layout', 'model_layouts', 'paper_layout'
 ]

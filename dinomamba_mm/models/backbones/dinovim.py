@@ -13,8 +13,11 @@ from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones.base_backbone import BaseBackbone
 from torch.utils.checkpoint import checkpoint
 
+from dinomamba_mm.argument_checks import check_indices, check_int, is_int
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
+from .backbone_checks import check_backbone_args, check_image_input
+from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
@@ -136,7 +139,9 @@ class DinoVim(BaseBackbone):
             in segments of at most this many tokens: less memory, same result, a little
             slower; the UperNet / Cascade Mask R-CNN configs set 512).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
-            checkpoint=...)`` (strict). Random initialisation happens at construction.
+            checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
+            :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
+            Random initialisation happens at construction.
 
     Analysis hooks: :meth:`mixer_inputs` gives the normalised tokens entering chosen blocks'
     mixers, for ``self.layers[i].mixer.ssd_inputs`` / ``.mixing_matrices``.
@@ -173,7 +178,7 @@ class DinoVim(BaseBackbone):
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(init_cfg)
+        super().__init__(checked_pretrained_cfg(init_cfg))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
@@ -188,9 +193,8 @@ class DinoVim(BaseBackbone):
         if token_layout not in TOKEN_LAYOUTS:
             raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
                              f'{token_layout!r}')
-        if isinstance(num_registers, bool) or not isinstance(num_registers, int) \
-                or num_registers < 0:
-            raise ValueError(f'num_registers must be an int >= 0, got {num_registers!r}')
+        check_int('num_registers', num_registers, 0)
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -282,25 +286,13 @@ class DinoVim(BaseBackbone):
             raise TypeError(f'register_positions must be a sequence of ints, got {positions!r}')
         positions = tuple(positions)
         if len(positions) != self.num_extra_tokens or len(set(positions)) != len(positions) \
-                or not all(isinstance(p, int) and p >= 0 for p in positions):
+                or not all(is_int(p) and p >= 0 for p in positions):
             raise ValueError(f'register_positions must hold {self.num_extra_tokens} distinct '
                              f'ints >= 0 (one per class / register token), got {positions}')
         return positions
 
     def _parse_out_indices(self, out_indices, name: str = 'out_indices') -> List[int]:
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        if not isinstance(out_indices, Sequence):
-            raise TypeError(f'{name} must be an int or a sequence of ints, got '
-                            f'{type(out_indices).__name__}')
-        parsed = []
-        for index in out_indices:
-            resolved = index + self.num_layers if index < 0 else index
-            if not 0 <= resolved < self.num_layers:
-                raise ValueError(f'{name} entry {index} is out of range for '
-                                 f'{self.num_layers} layers')
-            parsed.append(resolved)
-        return parsed
+        return check_indices(name, out_indices, self.num_layers)
 
     def _init_parameters(self) -> None:
         """Random init of the paper code (Vim / Mamba-2), done at construction."""
@@ -393,13 +385,8 @@ class DinoVim(BaseBackbone):
 
     # ------------------------------------------------------------------------------- forward
     def _pad_or_check(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4:
-            raise ValueError(f'input must be (B, C, H, W), got shape {tuple(x.shape)}')
-        height, width = x.shape[-2:]
-        if (height % self.patch_size or width % self.patch_size) and not self.pad_to_patch:
-            raise ValueError(f'input size {height}x{width} (shape {tuple(x.shape)}) is not a '
-                             f'multiple of the patch size {self.patch_size}; resize it or set '
-                             'pad_to_patch=True')
+        check_image_input(x, self.patch_embed.projection.in_channels, self.patch_size,
+                          self.pad_to_patch)
         return x
 
     def token_plan(self, patch_resolution: Tuple[int, int],
@@ -442,14 +429,16 @@ class DinoVim(BaseBackbone):
         patches = x[:, plan['patches']]
         if self.out_type == 'avg_featmap':
             return patches.mean(dim=1)
-        return patches.reshape(x.shape[0], *hw, -1).permute(0, 3, 1, 2)
+        return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W) -> tuple of one output per ``out_indices`` entry (see out_type)."""
+        """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type)."""
         x, hw, plan = self._embed(inputs)
         outs = []
         for i, layer in enumerate(self.layers):
-            if self.with_cp and torch.is_grad_enabled():
+            if not len(x):  # an empty batch (B = 0) has nothing to mix: it passes every block
+                hidden = x
+            elif self.with_cp and torch.is_grad_enabled():
                 x, hidden = checkpoint(layer, x, use_reentrant=False)
             else:
                 x, hidden = layer(x)
@@ -487,7 +476,8 @@ class DinoVim(BaseBackbone):
         for i, layer in enumerate(self.layers[:max(wanted) + 1]):
             if i in wanted:
                 tokens[i] = layer.mixer_input(x)
-            x, _ = layer(x)
+            if len(x):
+                x, _ = layer(x)
         return dict(tokens=tokens, patch_resolution=hw, read=plan['read'],
                     patches=plan['patches'])
 
@@ -504,6 +494,5 @@ class DinoMambaReg(DinoVim):
 
     def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,
                  **kwargs) -> None:
-        if num_registers < 1:
-            raise ValueError(f'DinoMambaReg needs num_registers >= 1, got {num_registers}')
+        check_int('num_registers', num_registers, 1)
         super().__init__(arch=arch, num_registers=num_registers, **kwargs)

@@ -6,6 +6,7 @@ from mmengine.logging import print_log
 from mmengine.model.weight_init import update_init_info
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.registry import WEIGHT_INITIALIZERS
 from .checkpoint_mapping import (PAPER_SOURCES, backbone_state_dict,
                                  load_state_dict_strict)
@@ -51,6 +52,7 @@ class PaperCheckpointInit:
     def __call__(self, module: nn.Module) -> None:
         print_log(f'load {self.source} backbone from {self.checkpoint} (strict)',
                   logger='current')
+        check_checkpoint_file(self.checkpoint)
         loaded = CheckpointLoader.load_checkpoint(self.checkpoint, map_location=self.map_location)
         state_dict = backbone_state_dict(loaded, self.source, self.prefix)
         check_layout(module, checkpoint_layout(loaded, self._module_path(loaded), state_dict),

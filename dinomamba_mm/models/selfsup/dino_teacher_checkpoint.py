@@ -26,6 +26,7 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.models.backbones.checkpoint_mapping import (is_paper_layout,
                                                               paper_to_ours)
 from dinomamba_mm.models.backbones.layout_record import checkpoint_layout
@@ -115,6 +116,7 @@ def load_teacher_backbone(filename: str, prefix: Optional[str] = None,
 
     See :func:`teacher_backbone_state_dict` for ``prefix`` and the layouts.
     """
+    check_checkpoint_file(filename)
     checkpoint = _load_checkpoint(filename, map_location=map_location)
     return teacher_backbone_state_dict(checkpoint, prefix, source=filename)
 
