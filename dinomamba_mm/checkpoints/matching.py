@@ -62,12 +62,13 @@ def _listed(keys: List[str]) -> str:
 
 def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
                             source: str, strict: bool, advice: str = '') -> LoadReport:
-    """``module.load_state_dict`` (its pre-hooks run, e.g. DinoVim's position-embedding resize)
-    with the mismatches as one clear error.
+    """``module.load_state_dict`` (its pre-hooks run, e.g. DinoVim's position-embedding resize
+    or LinearProbeClassifier's mapping of a released linear head) with the mismatches as one
+    clear error. The keys are compared after the pre-hooks, as torch compares them.
 
     Args:
         module: the module to fill.
-        state_dict: the tensors to load.
+        state_dict: the tensors to load (not modified).
         source: how the error names the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
         strict: also refuse missing and unexpected keys; otherwise only a state dict none of
             whose keys is the module's, and shape mismatches, are refused.
@@ -79,33 +80,41 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
     Raises:
         ValueError: listing the missing / unexpected keys (counts in full, the first
             ``_SHOWN_KEYS`` of each by name), the shape mismatches, and where the expected
-            keys are when a prefix explains them.
+            keys are when a prefix explains them. The module may then be partly loaded.
     """
     expected = list(module.state_dict())
-    expected_set = set(expected)
-    missing = [k for k in expected if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in expected_set]
+    to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
+    metadata = getattr(state_dict, '_metadata', None)
+    if metadata is not None:
+        to_load._metadata = metadata
     problems = []
-    if len(missing) == len(expected) and expected:
-        problems.append(f'none of the {len(expected)} keys of {type(module).__name__} is in '
-                        f'it (it has {len(state_dict)} keys, e.g. {_listed(list(state_dict))})')
-    elif strict and (missing or unexpected):
-        if missing:
-            problems.append(f'{len(missing)} keys of the model are missing: {_listed(missing)}')
-        if unexpected:
-            problems.append(f'{len(unexpected)} keys are not in the model: '
-                            f'{_listed(unexpected)}')
+    try:
+        incompatible = module.load_state_dict(to_load, strict=False)
+        missing, unexpected = list(incompatible.missing_keys), \
+            list(incompatible.unexpected_keys)
+    except RuntimeError as error:
+        mismatched = [line.strip().rstrip('.') for line in str(error).splitlines()
+                      if 'size mismatch' in line]
+        if not mismatched:
+            raise
+        problems.append(f'{len(mismatched)} tensors have another shape: '
+                        + '; '.join(mismatched[:_SHOWN_KEYS]))
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = []
     if not problems:
-        try:
-            module.load_state_dict(state_dict, strict=False)
+        if len(missing) == len(expected) and expected:
+            problems.append(f'none of the {len(expected)} keys of {type(module).__name__} is '
+                            f'in it (it has {len(state_dict)} keys, e.g. '
+                            f'{_listed(list(state_dict))})')
+        elif strict and (missing or unexpected):
+            if missing:
+                problems.append(f'{len(missing)} keys of the model are missing: '
+                                f'{_listed(missing)}')
+            if unexpected:
+                problems.append(f'{len(unexpected)} keys are not in the model: '
+                                f'{_listed(unexpected)}')
+        else:
             return LoadReport(missing, unexpected)
-        except RuntimeError as error:
-            mismatched = [line.strip().rstrip('.') for line in str(error).splitlines()
-                          if 'size mismatch' in line]
-            if not mismatched:
-                raise
-            problems.append(f'{len(mismatched)} tensors have another shape: '
-                            + '; '.join(mismatched[:_SHOWN_KEYS]))
     hint = prefix_hint(state_dict, expected) if missing else None
     raise ValueError(f'{source} does not match {type(module).__name__}: '
                      + '; '.join(problems) + (f'. Hint: {hint}' if hint else '')
