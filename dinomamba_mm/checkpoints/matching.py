@@ -90,8 +90,11 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
     problems = []
     try:
         incompatible = module.load_state_dict(to_load, strict=False)
-        missing, unexpected = list(incompatible.missing_keys), \
-            list(incompatible.unexpected_keys)
+        # listed in the model's and the (pre-hooked) checkpoint's order, not torch's
+        model_order = {key: i for i, key in enumerate(expected)}
+        checkpoint_order = {key: i for i, key in enumerate(to_load)}
+        missing = sorted(incompatible.missing_keys, key=model_order.__getitem__)
+        unexpected = sorted(incompatible.unexpected_keys, key=checkpoint_order.__getitem__)
     except RuntimeError as error:
         mismatched = [line.strip().rstrip('.') for line in str(error).splitlines()
                       if 'size mismatch' in line]
