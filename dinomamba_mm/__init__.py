@@ -3,8 +3,11 @@
 Importing this package registers every module in the 'dinomamba_mm' scope; that is what
 ``custom_imports=dict(imports=['dinomamba_mm'], allow_failed_imports=False)`` relies on.
 """
-from . import compat  # noqa: F401  (first: patches checkpoint loading on torch >= 2.6)
-from . import analysis, datasets, engine, evaluation, model_zoo, models, ops  # noqa: F401
-from .version import __version__, version_info
+from . import compat
+
+compat.apply_on_import()  # first: mmengine meets the fixes before any of our code runs
+
+from . import analysis, datasets, engine, evaluation, model_zoo, models, ops  # noqa: E402,F401
+from .version import __version__, version_info  # noqa: E402
 
 __all__ = ['__version__', 'version_info']
