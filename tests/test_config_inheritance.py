@@ -6,7 +6,9 @@ still be found (dinomamba_mm.registry). One child per config family, written to 
 directory that is also the working directory, shrunk to tiny models and a synthetic dataset:
 the Runner builds its model, datasets, evaluators and hooks and trains one iteration.
 """
+import os
 import os.path as osp
+import subprocess
 import sys
 
 import pytest
@@ -222,3 +224,17 @@ def test_child_of_a_dinomamba_config_builds_and_trains(family, synthetic_data, m
     assert runner.iter >= 1
     losses = runner.message_hub.get_scalar('train/loss').current()
     assert torch.isfinite(torch.tensor(losses))
+
+
+def test_our_train_tool_takes_a_dinomamba_base(synthetic_data, mim_links, tmp_path):
+    """The README's way for a stock-less process: tools/train.py imports dinomamba_mm before
+    it parses the config, from any working directory."""
+    child = tmp_path / 'my_probe.py'
+    child.write_text(CHILDREN['demo_linear_probe'].replace('{data}', synthetic_data))
+    work_dir = tmp_path / 'work'
+    proc = subprocess.run(
+        [sys.executable, osp.join(ROOT, 'tools', 'train.py'), str(child), '--work-dir',
+         str(work_dir)], cwd=str(tmp_path), capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (work_dir / 'epoch_1.pth').is_file()
