@@ -126,7 +126,6 @@ RUNNER_CONSTRUCTORS = PluginRegistry('runner constructor', MMENGINE_RUNNER_CONST
 LOOPS = PluginRegistry('loop', MMENGINE_LOOPS)
 STRATEGIES = PluginRegistry('strategy', MMENGINE_STRATEGIES)
 HOOKS = PluginRegistry('hook', MMENGINE_HOOKS, {
-    'CosineWeightDecayHook': 'dinomamba_mm.engine.hooks.cosine_weight_decay_hook',
     'DINOTeacherEMAHook': 'dinomamba_mm.engine.hooks.dino_teacher_ema_hook',
     'DINOTeacherTempHook': 'dinomamba_mm.engine.hooks.dino_teacher_temp_hook',
     'FreezeLastLayerHook': 'dinomamba_mm.engine.hooks.freeze_last_layer_hook',

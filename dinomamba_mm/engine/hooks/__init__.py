@@ -1,7 +1,6 @@
 from dinomamba_mm.lazy_exports import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
-    'CosineWeightDecayHook': '.cosine_weight_decay_hook',
     'DINOTeacherEMAHook': '.dino_teacher_ema_hook',
     'DINOTeacherTempHook': '.dino_teacher_temp_hook',
     'FreezeLastLayerHook': '.freeze_last_layer_hook',
