@@ -18,6 +18,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     'default_block_size': '.matrix_rank',
     'effective_rank': '.matrix_rank',
     'numerical_rank': '.matrix_rank',
-    'singular_values': '.matrix_rank',
 })
 __all__ += ['TokenLayout', 'token_layout']

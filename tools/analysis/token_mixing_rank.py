@@ -40,7 +40,7 @@ from mmengine.config import Config
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_block_size,
                                    effective_rank, find_mixer, mixer_mixing_matrices,
-                                   numerical_rank, singular_values)
+                                   numerical_rank)
 from dinomamba_mm.analysis.backbone_loading import build_backbone, load_backbone_weights
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
 from dinomamba_mm.registry import MODELS
@@ -149,7 +149,7 @@ def analyse(name: str, backbone: torch.nn.Module, images: torch.Tensor, layers: 
         length = matrix.shape[-1]
         size = block_size or default_block_size(length)
         blocks = block_ranks(matrix, size)
-        whole = numerical_rank(singular_values(matrix), (length, length))
+        whole = numerical_rank(matrix)
         off = np.concatenate([blocks['lower']['singular_values'],
                               blocks['upper']['singular_values']], axis=-2)
         all_ranks = np.concatenate([blocks[k]['numerical_rank'] for k in blocks], axis=-1)
