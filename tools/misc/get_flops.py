@@ -4,7 +4,9 @@
 
 FLOPs are counted by torch.utils.flop_counter on what actually runs (matrix products and
 convolutions, 1 multiply-add = 2 FLOPs), so the SSD scan is counted as the chunked algorithm
-executes it; element-wise work is not counted, as in fvcore / mmengine's counters.
+executes it; element-wise work is not counted, as in fvcore / mmengine's counters. (mmengine's
+``get_model_complexity_info`` traces with torch.jit, where the SSD scan and the depthwise
+convolution are opaque autograd Functions it counts as 0.)
 """
 import argparse
 from typing import Sequence
