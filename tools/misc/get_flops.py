@@ -30,12 +30,13 @@ def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs')
-    parser.add_argument('config')
+    parser.add_argument('config', help='config whose model (or backbone) is counted')
     parser.add_argument('--shape', type=int, nargs='+', default=[224],
                         help='input H [W] (default 224)')
     parser.add_argument('--part', choices=['backbone', 'model'], default='backbone',
                         help="'model' runs the whole model's tensor forward")
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override settings of the config, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2):
         parser.error(f'--shape takes H or H W, got {args.shape}')
