@@ -200,3 +200,21 @@ def test_mmpretrain_color_jitter_runs_with_negative_hue(dino_pipeline_imported):
     with pytest.raises(ValueError, match='hue_factor'):
         import mmcv
         mmcv.adjust_hue(_saturated_bgr(), 0.7)
+
+
+@pytest.mark.parametrize('mmcv_version,numpy_version,patched', [
+    ('2.1.0', '2.2.0', True), ('2.3.0', '2.2.0', False), ('2.1.0', '1.26.4', False)])
+def test_hue_fix_is_gated_on_the_versions_it_is_for(mmcv_version, numpy_version, patched,
+                                                    monkeypatch):
+    import mmcv
+    from mmcv.image import photometric
+
+    from dinomamba_mm import compat
+    shipped = _mmcv_photometric_as_shipped().adjust_hue
+    for owner in (mmcv, mmcv.image, photometric):
+        monkeypatch.setattr(owner, 'adjust_hue', shipped)
+    monkeypatch.setattr(mmcv, '__version__', mmcv_version)
+    monkeypatch.setattr(np, '__version__', numpy_version)
+    compat.fix_adjust_hue()
+    assert (mmcv.adjust_hue is compat._adjust_hue) == patched
+    assert (photometric.adjust_hue is compat._adjust_hue) == patched
