@@ -68,7 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=['none', 'pytorch', 'slurm', 'mpi'],
         default='none',
         help='job launcher')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (torchrun sets LOCAL_RANK)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)

@@ -77,7 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         default='none',
         help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (torchrun sets LOCAL_RANK)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)

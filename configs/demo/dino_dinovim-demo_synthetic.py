@@ -90,7 +90,6 @@ custom_hooks = [
          final_momentum=0.9995),
     dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
          teacher_temp=0.04, warmup_epochs=0),
-    dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
     dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),

@@ -55,7 +55,9 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=1e-9, by_epoch=True, begin=0, end=1,
          convert_to_iter_based=True),
     dict(type='CosineAnnealingLR', T_max={epochs} - 1, eta_min=1e-6, by_epoch=True, begin=1,
-         end={epochs}, convert_to_iter_based=True)]
+         end={epochs}, convert_to_iter_based=True),
+    dict(type='CosineAnnealingParamScheduler', param_name='weight_decay', eta_min_ratio=10.0,
+         T_max={epochs}, by_epoch=True, begin=0, end={epochs}, convert_to_iter_based=True)]
 train_cfg = dict(max_epochs={epochs})
 default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval={checkpoint_interval}))
 env_cfg = dict(dist_cfg=dict(backend='gloo'))
@@ -137,7 +139,8 @@ def test_family_is_complete():
     hooks = {h.type.split('.')[-1]: h for h in cfg.custom_hooks}
     assert hooks['DINOTeacherEMAHook'].base_momentum == 0.996
     assert hooks['DINOTeacherTempHook'].teacher_temp == 0.04
-    assert hooks['CosineWeightDecayHook'].final_weight_decay == 0.4
+    (weight_decay, ) = [s for s in cfg.param_scheduler if s.get('param_name') == 'weight_decay']
+    assert weight_decay.eta_min_ratio * cfg.optim_wrapper.optimizer.weight_decay == 0.4
     assert hooks['FreezeLastLayerHook'].freeze_epochs == 1
     # DINO's clipping (per parameter), not mmengine's global one as well
     assert hooks['PerParameterGradClipHook'].max_norm == 3.0
@@ -170,6 +173,47 @@ def test_lr_schedule_is_dinos():
     steps = np.arange(90 * epoch_length)  # DINO's cosine_scheduler after the warm-up
     cosine = 1e-6 + 0.5 * (base - 1e-6) * (1 + np.cos(np.pi * steps / len(steps)))
     np.testing.assert_allclose(lrs[warmup:], cosine, rtol=1e-6)
+
+
+def test_weight_decay_schedule_is_dinos_and_resumes():
+    """The recipe's weight-decay scheduler (mmengine's CosineAnnealingParamScheduler, which
+    replaced our CosineWeightDecayHook) gives DINO's cosine_scheduler(0.04, 0.4) at every
+    iteration, keeps the groups without decay at 0, and continues exactly after a resume."""
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', '_base_', 'schedules',
+                                   'dino_adamw_coslr_100e.py'))
+    (spec, ) = [s for s in cfg.param_scheduler if s.get('param_name') == 'weight_decay']
+    base = cfg.optim_wrapper.optimizer.weight_decay
+    epochs, epoch_length = cfg.train_cfg.max_epochs, 3
+
+    def build():
+        weight, bias = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+        optim = OptimWrapper(torch.optim.AdamW(
+            [dict(params=[weight]), dict(params=[bias], weight_decay=0.)], lr=1e-3,
+            weight_decay=base))
+        scheduler = PARAM_SCHEDULERS.build(dict(spec), default_args=dict(
+            optimizer=optim, epoch_length=epoch_length))
+        return optim, scheduler
+
+    optim, scheduler = build()
+    values, saved = [], None
+    for it in range(epochs * epoch_length):
+        values.append([group['weight_decay'] for group in optim.optimizer.param_groups])
+        scheduler.step()
+        if it == 100:
+            saved = (optim.state_dict(), scheduler.state_dict())
+    values = np.array(values)
+    steps = np.arange(epochs * epoch_length)  # DINO's utils.cosine_scheduler, no warm-up
+    closed_form = 0.4 + 0.5 * (base - 0.4) * (1 + np.cos(np.pi * steps / len(steps)))
+    np.testing.assert_allclose(values[:, 0], closed_form, rtol=1e-12, atol=0)
+    assert np.all(values[:, 1] == 0.)
+
+    resumed_optim, resumed = build()
+    resumed_optim.load_state_dict(saved[0])
+    resumed.load_state_dict(saved[1])
+    for it in range(101, epochs * epoch_length):
+        assert [g['weight_decay'] for g in resumed_optim.optimizer.param_groups] == \
+            [values[it, 0], 0.]
+        resumed.step()
 
 
 @pytest.mark.parametrize('config_name', [
@@ -209,7 +253,6 @@ def test_resume_continues_exactly(tmp_path):
     extra = ("custom_hooks = [dict(type='dinomamba_mm.DINOTeacherEMAHook'),"
              " dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,"
              " teacher_temp=0.07, warmup_epochs=2),"
-             " dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),"
              " dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1),"
              " dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),"
              " dict(type='dinomamba_mm.RandomStateHook')]\n")

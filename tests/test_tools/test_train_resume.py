@@ -56,6 +56,7 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False),
     logger=dict(type='LoggerHook', interval=1))
 env_cfg = dict(dist_cfg=dict(backend='gloo'))
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)  # CPU processes
 randomness = dict(seed=0, deterministic=False)
 '''
 

@@ -6,7 +6,9 @@ FLOPs follow mmpretrain's convention (that of its metafiles, which ``mim search`
 with): one multiply-add counts as one FLOP. They are counted by torch.utils.flop_counter on what
 actually runs (matrix products and convolutions; its count of 2 per multiply-add is halved), so the
 SSD scan is counted as the chunked algorithm executes it; element-wise work is not counted, as in
-fvcore / mmengine's counters.
+fvcore / mmengine's counters. (mmengine's
+``get_model_complexity_info`` traces with torch.jit, where the SSD scan and the depthwise
+convolution are opaque autograd Functions it counts as 0.)
 """
 import argparse
 from typing import Sequence
@@ -30,12 +32,13 @@ def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs')
-    parser.add_argument('config')
+    parser.add_argument('config', help='config whose model (or backbone) is counted')
     parser.add_argument('--shape', type=int, nargs='+', default=[224],
                         help='input H [W] (default 224)')
     parser.add_argument('--part', choices=['backbone', 'model'], default='backbone',
                         help="'model' runs the whole model's tensor forward")
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override settings of the config, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2):
         parser.error(f'--shape takes H or H W, got {args.shape}')

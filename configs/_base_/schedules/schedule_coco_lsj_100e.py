@@ -42,3 +42,10 @@ default_hooks = dict(
 log_processor = dict(type='LogProcessor', window_size=50, by_epoch=False)
 # the learning rate above is for 64 images per step
 auto_scale_lr = dict(enable=False, base_batch_size=64)
+
+# DDP without device ids: the module's own device is used, which is right both for one GPU per
+# process and for CPU processes (tools/dist_train.sh with gloo on a machine without CUDA, where
+# mmengine's default device_ids=[LOCAL_RANK] fails). The other two values are mmengine's
+# defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
+                         broadcast_buffers=False, find_unused_parameters=False)

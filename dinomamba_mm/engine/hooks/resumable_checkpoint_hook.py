@@ -6,6 +6,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
+from dinomamba_mm.checkpoints import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
 from dinomamba_mm.registry import HOOKS
 
 

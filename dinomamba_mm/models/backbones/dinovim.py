@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.logging import print_log
+from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
-from mmpretrain.models.backbones.base_backbone import BaseBackbone
 from torch.utils.checkpoint import checkpoint
 
 from dinomamba_mm.argument_checks import check_indices, check_int, is_int
@@ -75,7 +75,7 @@ def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int,
 
 
 @MODELS.register_module()
-class DinoVim(BaseBackbone):
+class DinoVim(BaseModule):
     """Vision Mamba with bidirectional Mamba-2 mixers (DinoVim of "RNN as Linear Transformer").
 
     image -> patch embedding (+ absolute position embedding, resized bicubically to the input's

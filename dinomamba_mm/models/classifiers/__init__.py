@@ -1,3 +1,5 @@
-from .linear_probe_classifier import LinearProbeClassifier
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = ['LinearProbeClassifier']
+__getattr__, __all__ = lazy_exports(__name__, {
+    'LinearProbeClassifier': '.linear_probe_classifier',
+})
