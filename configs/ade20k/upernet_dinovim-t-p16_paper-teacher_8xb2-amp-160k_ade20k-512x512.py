@@ -6,7 +6,7 @@ _base_ = [
     '../_base_/datasets/ade20k.py',
     '../_base_/schedules/schedule_ade20k_160k.py',
 ]
-checkpoint = 'https://huggingface.co/Timing1/Dino-Mamba/resolve/main/Vim/Tiny/checkpoint.pth'
+checkpoint = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Tiny/checkpoint.pth'
 model = dict(
     backbone=dict(
         arch='tiny',

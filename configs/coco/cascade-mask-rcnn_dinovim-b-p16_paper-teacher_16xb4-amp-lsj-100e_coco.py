@@ -8,7 +8,7 @@ _base_ = [
     '../_base_/datasets/coco_instance.py',
     '../_base_/schedules/schedule_coco_lsj_100e.py',
 ]
-checkpoint = 'https://huggingface.co/Timing1/Dino-Mamba/resolve/main/Vim/Base/checkpoint.pth'
+checkpoint = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Base/checkpoint.pth'
 model = dict(
     backbone=dict(
         init_cfg=dict(

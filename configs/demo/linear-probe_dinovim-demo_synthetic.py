@@ -37,6 +37,7 @@ model = dict(
             out_source='mixer',
             out_indices=list(range(-num_last_blocks, 0)),
             final_norm=True,
+            token_layout='interleaved',  # as the demo DINO run (checked on load)
             drop_path_rate=0.)),
     neck=[
         dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
@@ -80,5 +81,5 @@ auto_scale_lr = dict(base_batch_size=50)
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=4),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

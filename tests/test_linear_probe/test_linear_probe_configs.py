@@ -116,14 +116,16 @@ def test_checkpoint_without_teacher_is_named_in_the_error(tmp_path):
     assert 'head.fc.weight' in message and 'data_preprocessor.mean' in message
 
 
-@pytest.mark.parametrize('prefix,hf_path,layout', [
-    ('dinovim-t', 'Vim/Tiny', 'paper'), ('dinovim-s', 'Vim/Small', 'paper'),
-    ('dinovim-b', 'Vim/Base', 'paper'), ('dinomamba-reg-b', 'Mambar/Base', None)])
-def test_paper_teacher_configs(prefix, hf_path, layout):
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_*.py'))
+@pytest.mark.parametrize('prefix,hf_path,img_size', [
+    ('dinovim-t', 'Vim/Tiny', 224), ('dinovim-s', 'Vim/Small', 224),
+    ('dinovim-b', 'Vim/Base', 224), ('dinomamba-reg-b', 'Mambar/Base', 112)])
+def test_paper_teacher_configs(prefix, hf_path, img_size):
+    """The paper's network: its token layout, and its table size (MambaR: 7x7, img_size=[112])."""
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_8xb128-*.py'))
     cfg = Config.fromfile(path)
     assert cfg.model.backbone.checkpoint.endswith(f'/{hf_path}/checkpoint.pth')
-    assert cfg.model.backbone.backbone.get('token_layout') == layout
+    assert cfg.model.backbone.backbone.token_layout == 'paper'
+    assert cfg.model.backbone.backbone.img_size == img_size
 
 
 TINY_ARCH = {

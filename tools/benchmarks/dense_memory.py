@@ -100,8 +100,10 @@ def worker(name: str, size: int, part: str, threads: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--size', type=int, default=1024)
-    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--size', type=int, default=1024,
+                        help='image side, a multiple of 16 (default 1024)')
+    parser.add_argument('--threads', type=int, default=2,
+                        help='torch threads of each measuring process (default 2)')
     parser.add_argument('--worker', choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument('--part', choices=('backbone', 'segmentor'), help=argparse.SUPPRESS)
     args = parser.parse_args()

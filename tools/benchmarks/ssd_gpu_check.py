@@ -192,9 +192,11 @@ def timings(lengths: List[int], batch: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137])
-    parser.add_argument('--batch', type=int, default=8)
-    parser.add_argument('--skip-timings', action='store_true')
+    parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
+                        help='sequence lengths checked and timed (default: 197 785 3137)')
+    parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
+    parser.add_argument('--skip-timings', action='store_true',
+                        help='only the correctness check against the PyTorch path')
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print('ssd_gpu_check: no CUDA device here; this check needs a GPU (written for an H200). '

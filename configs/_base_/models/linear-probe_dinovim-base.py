@@ -6,6 +6,9 @@
 # The teacher weights come from `model.backbone.checkpoint`: a DINO checkpoint of ours
 # (teacher.backbone.*), a backbone-only one (tools/misc/extract_dino_teacher.py), or the DINO layout
 # ('teacher' entry); a config (or --cfg-options model.backbone.checkpoint=<path>) sets it.
+# token_layout='paper': the layout of the paper's teachers and of configs/dino/'s paper-named runs.
+# A teacher of another layout (configs/dino/*-interleaved-*) is refused, naming both layouts: probe
+# it with --cfg-options model.backbone.backbone.token_layout=interleaved.
 num_last_blocks = 8
 embed_dims = 768
 
@@ -22,6 +25,7 @@ model = dict(
             out_source='mixer',
             out_indices=list(range(-num_last_blocks, 0)),
             final_norm=True,
+            token_layout='paper',
             drop_path_rate=0.)),
     neck=dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
     head=dict(

@@ -30,13 +30,22 @@ train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=in
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbone; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=interval,
-                    max_keep_ckpts=2),
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', by_epoch=False,
+                    interval=interval, max_keep_ckpts=2),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'))
 log_processor = dict(type='LogProcessor', window_size=50, by_epoch=False)
 # the learning rate above is for 64 images per step
 auto_scale_lr = dict(enable=False, base_batch_size=64)
+
+# DDP without device ids: the module's own device is used, which is right both for one GPU per
+# process and for CPU processes (tools/dist_train.sh with gloo on a machine without CUDA, where
+# mmengine's default device_ids=[LOCAL_RANK] fails). The other two values are mmengine's
+# defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
+                         broadcast_buffers=False, find_unused_parameters=False)

@@ -8,8 +8,9 @@ _base_ = '../default_runtime.py'
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=100),
-    checkpoint=dict(type='CheckpointHook', interval=10, max_keep_ckpts=3,
-                    save_last=True))
+    # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=10,
+                    max_keep_ckpts=3, save_last=True))
 
 optim_wrapper = dict(
     type='OptimWrapper',

@@ -5,6 +5,6 @@ _base_ = './dinovim-b-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py'
 
 model = dict(
     backbone=dict(
-        checkpoint='https://huggingface.co/Timing1/Dino-Mamba/resolve/main/Vim/Base/'
+        checkpoint='https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Base/'
         'checkpoint.pth',
         backbone=dict(token_layout='paper')))
