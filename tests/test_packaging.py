@@ -13,7 +13,7 @@ import pytest
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SOURCE_ITEMS = ('setup.py', 'MANIFEST.in', 'LICENSE', 'README.md', 'Makefile', 'pytest.ini',
                 'model-index.yml', 'requirements', 'configs', 'tools', 'tests', 'docs',
-                'dinomamba_mm')
+                'checkpoints', 'dinomamba_mm')
 IGNORED = shutil.ignore_patterns('__pycache__', '*.pyc', '.mim', '*.egg-info')
 
 
@@ -26,7 +26,7 @@ def _files(root: str, *folders: str) -> set:
     return found
 
 
-def test_sdist_ships_the_tests_docs_configs_and_tools(tmp_path):
+def test_sdist_ships_the_tests_docs_configs_tools_and_demo_checkpoints(tmp_path):
     """Built from a copy of the checkout (setup.py writes dinomamba_mm/.mim while building)."""
     source = tmp_path / 'source'
     source.mkdir()
@@ -43,7 +43,8 @@ def test_sdist_ships_the_tests_docs_configs_and_tools(tmp_path):
     (archive, ) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
     with tarfile.open(archive) as tar:
         shipped = {name.split('/', 1)[1] for name in tar.getnames() if '/' in name}
-    expected = _files(ROOT, 'tests', 'docs', 'configs', 'tools', 'requirements') | {
+    expected = _files(ROOT, 'tests', 'docs', 'configs', 'tools', 'requirements',
+                      'checkpoints/demo') | {
         'LICENSE', 'README.md', 'Makefile', 'pytest.ini', 'model-index.yml', 'setup.py'}
     missing = sorted(expected - shipped)
     assert not missing, f'not in the sdist: {missing}'
