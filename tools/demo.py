@@ -493,6 +493,7 @@ def mixer_sizes() -> Dict[str, int]:
 def format_tables(results: dict, args) -> str:
     """The two tables of the closing report (also results.md)."""
     ranks, auc, top1 = results['rank']['ranks'], results['auc'], results['top1']
+    sizes = mixer_sizes()
     first = ranks[MODELS[0].name]
     source = ('DINO-pretrained in this run (--pretrain)' if args.pretrain
               else f'shipped in {osp.relpath(SHIPPED_DIR, REPO)}')
@@ -510,7 +511,10 @@ def format_tables(results: dict, args) -> str:
         lines.append(f'| {model.label} | {model.mixer} | {r["rank"]:.1f} | {r["rank_diag"]:.1f} '
                      f'| {r["rank_off"]:.1f} |')
     lines += ['', ' > '.join(m.mixer for m in order) + ': '
-              + ('holds' if results['rank']['holds'] else 'DOES NOT HOLD'), '',
+              + ('holds' if results['rank']['holds'] else 'DOES NOT HOLD')
+              + f' (the bounds are structural, they hold for any weights: linear attention '
+              f'has rank <= D_QK = {sizes["head_dims"]} everywhere, Mamba <= N = '
+              f'{sizes["d_state"]} off the diagonal; softmax attention has no bound below C)', '',
               '2. Frozen features: linear probe and class-token maps', '',
               '| backbone (frozen) | probe top-1 (%) | Binary-AUC of the class-token map |',
               '|---|---|---|']
@@ -538,8 +542,8 @@ def explain(results: dict, args, runtime: float) -> str:
         'of a C x C block',
         f'                   of the token-mixing matrix M (Y = M X), C = {rank["C"]}; mean over '
         'blocks, heads, network blocks, scenes.',
-        '                   Softmax attention is full rank; linear attention has rank <= its '
-        f'head dim ({sizes["head_dims"]})',
+        '                   Softmax attention has no bound below C; linear attention has rank '
+        f'<= its head dim ({sizes["head_dims"]})',
         '                   everywhere; Mamba is full rank on the diagonal blocks and <= its '
         f'state size ({sizes["d_state"]}) off them.',
         f'  probe top-1      val accuracy ({data["val"]} images, {data["classes"]} shape classes, '
@@ -550,15 +554,15 @@ def explain(results: dict, args, runtime: float) -> str:
         'similarity map against the shapes',
         '                   (1: the map picks out the shapes, 0.5: chance), mean over '
         f'{results["auc_images"]} val scenes at 128 px (16 x 16 tokens)',
-        f'Pictures, in {args.work_dir}',
+        f'Pictures and logs in {args.work_dir}',
         '  maps.png                     the four maps side by side on '
         f'{MAP_ROWS} scenes, Binary-AUC of each',
         '  maps/<model>/overlay_*.png   one model\'s map over a scene, with its colour bar',
         '  maps/<model>/roc.png         ROC curve behind the Binary-AUC',
         '  rank/spectra.png             singular values of the blocks of M, per model',
         f'  dino_loss.png                DINO loss of the three pretraining runs ({loss_runs})',
-        'Logs: demo_console.log (all the steps printed), probe_*/ (the probe runs), '
-        'results.json / results.md (the tables)',
+        '  demo_console.log             everything the steps printed; probe_*/: the probe runs',
+        '  results.json / results.md    the numbers of the tables',
         f'runtime {runtime / 60:.1f} min, seed {args.seed}' + (
             '; --quick: a smoke test, the numbers mean nothing' if args.quick else '')]
     return '\n'.join(lines)
