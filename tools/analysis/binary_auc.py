@@ -21,9 +21,9 @@ Labels are read raw (the dataset's ``reduce_zero_label`` is switched off unless
 Example::
 
     python tools/analysis/binary_auc.py configs/demo/dino_dinovim-demo_synthetic.py \\
-        --checkpoint work_dirs/demo/epoch_10.pth \\
+        --checkpoint checkpoints/demo/dinovim.pth \\
         --data-config configs/_base_/datasets/synthetic_ade.py \\
-        --map-type attention --layers 0 2 5 --out-dir work_dirs/binary_auc
+        --map-type attention --layers 0 2 3 --out-dir work_dirs/binary_auc
 """
 import argparse
 import csv

@@ -24,7 +24,7 @@ Example::
 
     python tools/analysis/token_mixing_rank.py --out-dir work_dirs/rank
     python tools/analysis/token_mixing_rank.py --out-dir work_dirs/rank_demo \\
-        --model dinovim=configs/demo/dino_dinovim-demo_synthetic.py:work_dirs/demo/epoch_10.pth
+        --model dinovim=configs/demo/dino_dinovim-demo_synthetic.py:checkpoints/demo/dinovim.pth
 """
 import argparse
 import csv

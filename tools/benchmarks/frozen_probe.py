@@ -10,7 +10,7 @@ with the config's mean / std, features standardised on the train split, scikit-l
 It is the closed-form counterpart of the demo's SGD probe: no augmentation, no schedule, so
 rows differ only by their backbone weights.
 
-    python tools/benchmarks/frozen_probe.py random random:1 work_dirs/demo/dino/epoch_10.pth \\
+    python tools/benchmarks/frozen_probe.py random random:1 checkpoints/demo/dinovim.pth \\
         --data-root data/synthetic_demo/cls --size 32
     # another architecture: --cfg-options model.backbone.backbone.img_size=48
 """
