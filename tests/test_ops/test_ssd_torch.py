@@ -312,3 +312,24 @@ def test_bidirectional_decay_gradients_under_strong_decay(dt_scale, chunk, monke
         assert relative_error(reference[name], oracle[name]) <= 1e-9, name
         err = relative_error(ours[name], oracle[name])
         assert err <= 1e-4, f'd{name}: relative error {err:.2e}'
+
+
+@pytest.mark.parametrize('reverse,nan_x,dt_limit', [(False, True, None), (True, True, None),
+                                                   (False, False, (0.01, 5.0))])
+def test_nan_in_dt_does_not_reach_earlier_tokens(reverse, nan_x, dt_limit):
+    """dt NaN at token t (and x, as for a NaN token): the outputs before t in scan order equal
+    the oracle's on the finite prefix, those from t on and the final state are NaN, as in the
+    recurrence (the chunk of t has tokens on both sides)."""
+    length, t = 40, 21
+    inputs = cast(make_inputs(length=length, D='H', dt_bias=True, seed=19), torch.float32)
+    bad = length - 1 - t if reverse else t
+    inputs['dt'][:, bad] = float('nan')
+    if nan_x:
+        inputs['x'][:, bad] = float('nan')
+    kwargs = dict(dt_softplus=True, reverse=reverse, dt_limit=dt_limit or (0.0, float('inf')))
+    y, final = ssd_scan(**inputs, chunk_size=32, return_final_states=True, impl='torch', **kwargs)
+    before = slice(bad + 1, None) if reverse else slice(0, bad)
+    after = slice(0, bad + 1) if reverse else slice(bad, None)
+    prefix = {k: v[:, before] if k in ('x', 'dt', 'B', 'C') else v for k, v in inputs.items()}
+    _assert_close(y[:, before], ssd_scan_naive(**prefix, **kwargs), TOL[torch.float32], 'y')
+    assert torch.isnan(y[:, after]).all() and torch.isnan(final).all()

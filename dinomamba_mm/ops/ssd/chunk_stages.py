@@ -359,8 +359,8 @@ class ChunkBuffers:
 
 
 def _bmm_view(lay: ChunkLayout, t: Tensor) -> Tensor:
-    """(B, G, K, Hg, P) or (B, G, K, ...) -> (B G, K, prod(...)) view."""
-    return t.reshape(lay.batch * lay.groups, t.shape[2], -1)
+    """(B, G, K, ...) -> (B G, K, prod(...)) view."""
+    return t.view(lay.batch * lay.groups, t.shape[2], math.prod(t.shape[3:]))
 
 
 def chunk_state_fwd(lay: ChunkLayout, d: Direction, c: int, x_dt: Tensor, B_s: Tensor,
