@@ -85,8 +85,8 @@ class ChunkScanFunction(torch.autograd.Function):
         stages.chunk_scan_diag_bwd(lay, scan.dy, saved.x_dt, saved.B, saved.C,
                                    stages.DiagSaved(saved.mask, saved.CB), scan)
         d_initial = stages.state_passing_bwd(
-            lay, saved.states, decays, scan.dy, saved.C, saved.C_states, saved.x_dt, saved.B,
-            d_finals, [d.initial_states is not None for d in dirs], scan)
+            lay, saved.states, saved.C_states, decays, saved.x_dt, saved.B, saved.C, d_finals,
+            [d.initial_states is not None for d in dirs], scan)
         ddt = lay.zeros(lay.rows, lay.heads, lay.padded)
         dxs = stages.dt_scaled_x_bwd(lay, scan.d_x_dt, scan.dy, ddt, saved.dt, dirs)
         dts = stages.dA_cumsum_bwd(lay, scan.ddA, scan.ddA_cumsum, ddt, saved.dt, dirs, options)

@@ -30,7 +30,7 @@ the output's D x and gate. The Triton path runs each stage over all chunks in it
 All directions of a call are stacked along the batch into R = ndir * B rows (reverse rows differ in
 their running sums and masks only; nothing is flipped). Layouts (Hg = H // G, Lp = n_c Q):
 
-  dt, decays          (R, H, Lp)        dA_cumsum, ddA_cumsum, ddA  (R, H, n_c, Q) float64
+  dt, decays          (R, H, Lp)        dA_cumsum (R, H, n_c, Q) float64, ddA_cumsum, ddA
   x_dt (= dt' x), y   (R, H, Lp, P) head-major; viewed per group as (R, G, Lp, Hg, P)
   B, C                (R, G, Lp, N)     CB                           (R, G, n_c, Q, Q), causal
   states              (R, G, n_c, N, Hg, P), N-major, so that every product reads row-major operands
@@ -127,6 +127,7 @@ class ChunkLayout:
                       tokens=slice(0, self.length) if rev else slice(pad, self.padded),
                       chunks=backward if rev else forward, exit=0 if rev else self.q - 1)
             for d, rev in enumerate(reverse)]
+        self._products: Optional[Tensor] = None
 
     def new(self, *shape: int) -> Tensor:
         """Uninitialised buffer in the compute dtype."""
@@ -135,8 +136,9 @@ class ChunkLayout:
     def products(self, numel: int) -> Tensor:
         """A flat buffer of at least ``numel`` elements, the same one on every call (for
         products that are only summed: a fresh large buffer costs page faults first)."""
-        if getattr(self, '_products', None) is None or self._products.numel() < numel:
-            self._products = self.new(max(numel, PRODUCT_BUFFER_BYTES // self.new(0).element_size()))
+        if self._products is None or self._products.numel() < numel:
+            per_element = torch.finfo(self.dtype).bits // 8
+            self._products = self.new(max(numel, PRODUCT_BUFFER_BYTES // per_element))
         return self._products
 
     def zeros(self, *shape: int, dtype: Optional[torch.dtype] = None) -> Tensor:
@@ -281,8 +283,8 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
     """Per direction (d dt (B, L, H), dA (H,), d dt_bias (H,) or None).
 
     Args:
-        ddA: dL/d(dt' A) (R, H, n_c, Q) float64 that the other stages computed directly.
-        ddA_cumsum: dL/ds (R, H, n_c, Q) float64 of the other stages' terms in s.
+        ddA: dL/d(dt' A) (R, H, n_c, Q) that the other stages computed directly.
+        ddA_cumsum: dL/ds (R, H, n_c, Q) of the other stages' terms in s.
         ddt: dL/d(dt') (R, H, Lp) through the explicit dt' factors of the other stages.
     """
     # s = running sums of dt' A, so dL/d(dt' A) = the running sums of dL/ds the other way round
@@ -291,8 +293,9 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
     ddA = ddA.view(lay.rows, lay.heads, lay.padded)
     grads = []
     for d, inp in zip(lay.directions, dirs):
-        dA = (ddA[d.rows] * dt[d.rows].double()).sum((0, 2)).to(inp.A.dtype)
-        ddt_d = ddt[d.rows].addcmul(ddA[d.rows].to(lay.dtype), inp.A.to(lay.dtype)[:, None])
+        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0)
+        dA = dA.to(inp.A.dtype)
+        ddt_d = ddt[d.rows].addcmul(ddA[d.rows], inp.A.to(lay.dtype)[:, None])
         ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), inp.dt,
                                          inp.dt_bias, options)
         d_bias = ddt_raw.sum((0, 1)).to(inp.dt_bias.dtype) if inp.dt_bias is not None else None
@@ -340,81 +343,93 @@ def _skip_weight(D: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ chunk_state
-class ChunkBuffers:
-    """Chunk-sized buffers of one direction, reused by every chunk of the state loop.
-
-    Attributes:
-        tokens: (B, G, Q, Hg, P), e.g. one chunk of exp(s_exit - s) dt' x.
-        grads: (B, G, Q, Hg, P), e.g. its gradient.
-        rows: (B G, Q, N), one chunk's dB or dC from the states.
-        state, spare: (B, G, N, Hg, P), the state passed along and the next one.
-    """
-
-    def __init__(self, lay: ChunkLayout):
-        shape = (lay.batch, lay.groups, lay.q, lay.per_group, lay.headdim)
-        self.tokens, self.grads = lay.new(*shape), lay.new(*shape)
-        self.rows = lay.new(lay.batch * lay.groups, lay.q, lay.dstate)
-        state = (lay.batch, lay.groups, lay.dstate, lay.per_group, lay.headdim)
-        self.state, self.spare = lay.new(*state), lay.new(*state)
+def _token_matrices(lay: ChunkLayout, t: Tensor) -> Tensor:
+    """Contiguous (B, G, Q, Hg, P) -> (B G, Q, Hg P) view."""
+    return t.view(-1, lay.q, lay.per_group * lay.headdim)
 
 
-def _bmm_view(lay: ChunkLayout, t: Tensor) -> Tensor:
-    """(B, G, K, ...) -> (B G, K, prod(...)) view."""
-    return t.view(lay.batch * lay.groups, t.shape[2], math.prod(t.shape[3:]))
+def _state_matrices(lay: ChunkLayout, t: Tensor) -> Tensor:
+    """(B, G, N, Hg, P) -> (B G, N, Hg P) view."""
+    return t.view(-1, lay.dstate, lay.per_group * lay.headdim)
 
 
-def chunk_state_fwd(lay: ChunkLayout, d: Direction, c: int, x_dt: Tensor, B_s: Tensor,
-                    decays: Decays, buffers: ChunkBuffers, out: Tensor) -> Tensor:
-    """S_c = sum_j exp(s_exit - s_j) dt'_j x_j B_j^T of chunk c of direction d into ``out``
-    (B, G, N, Hg, P)."""
-    tokens = lay.chunk(c)
-    weighted = torch.mul(lay.group_token(x_dt)[d.rows, :, tokens],
-                         lay.per_head(decays.to_exit)[d.rows, :, tokens], out=buffers.tokens)
-    B_c = B_s[d.rows].view(lay.batch * lay.groups, lay.n_chunks, lay.q, lay.dstate)[:, c]
-    torch.bmm(B_c.transpose(1, 2), _bmm_view(lay, weighted), out=_bmm_view(lay, out))
-    return out
-
-
-def chunk_state_bwd(lay: ChunkLayout, d: Direction, c: int, dS: Tensor, x_dt: Tensor,
-                    B_s: Tensor, decays: Decays, buffers: ChunkBuffers, d_x_dt: Tensor,
-                    dB_s: Tensor, ddA: Tensor) -> None:
-    """Backward of :func:`chunk_state_fwd` for dS = dL/dS_c (B, G, N, Hg, P), accumulated into
-    d_x_dt, dB_s and ddA.
-
-    With T_j = exp(s_exit - s_j) dt'_j x_j^T dS B_j (per head), step k enters s_exit - s_j for
-    the tokens j before it in scan order: ddA_k += sum_{j before k} T_j, an exclusive running sum
-    in which the large T next to the exit never meets a term of the opposite sign.
-    """
-    tokens, q, bg = lay.chunk(c), lay.q, lay.batch * lay.groups
-    w = lay.per_head(decays.to_exit)[d.rows, :, tokens]
-    weighted = torch.mul(lay.group_token(x_dt)[d.rows, :, tokens], w, out=buffers.tokens)
-    B_c, dB_c = (t[d.rows].view(bg, lay.n_chunks, q, lay.dstate)[:, c] for t in (B_s, dB_s))
-    dS = _bmm_view(lay, dS)
-    dB_c += torch.bmm(_bmm_view(lay, weighted), dS.transpose(1, 2), out=buffers.rows)
-    d_weighted = buffers.grads
-    torch.bmm(B_c, dS, out=_bmm_view(lay, d_weighted))
-    lay.group_token(d_x_dt)[d.rows, :, tokens].addcmul_(d_weighted, w)
-    t = d_weighted.mul_(weighted).sum(-1).transpose(2, 3).reshape(lay.batch, lay.heads, q)
-    if d.reverse:  # the tokens before k in scan order are those after it
-        ddA[d.rows, :, c, :-1] += _running_sum(t, reverse=True)[..., 1:]
-    else:
-        ddA[d.rows, :, c, 1:] += t.cumsum(-1)[..., :-1]
-
-
-# ------------------------------------------------------------------------------ state_passing
 def _per_chunk_state(lay: ChunkLayout, t: Tensor) -> Tensor:
     """(R, H, n_c) -> (R, G, n_c, 1, Hg, 1) view, to scale N-major states."""
     return t.unflatten(1, (lay.groups, lay.per_group)).transpose(2, 3)[:, :, :, None, :, None]
 
 
+class DirectionViews:
+    """One direction's rows of the stacked tensors as the state stages read them, made once per
+    loop so that a chunk is a slice: token tensors per group (B, G, Lp, Hg, ...), B, C and their
+    gradients as (B G, n_c, Q, N).
+
+    Args:
+        lay (ChunkLayout): the layout.
+        d (Direction): the direction.
+        x_dt, B, C (Tensor): stacked tensors of the forward pass.
+        decays (Decays): their decays.
+        **grads (Tensor): stacked gradients dy, d_x_dt, dB, dC and the (R, G, Lp, Hg) sums
+            state_terms, out_terms of the backward pass.
+    """
+
+    def __init__(self, lay: ChunkLayout, d: Direction, x_dt: Tensor, B: Tensor, C: Tensor,
+                 decays: Decays, **grads: Tensor):
+        rows = d.rows
+
+        def per_group(t: Tensor) -> Tensor:  # head-major (R, H, Lp, ...) -> (B, G, Lp, Hg, ...)
+            return t.unflatten(1, (lay.groups, lay.per_group)).transpose(2, 3)[rows]
+
+        def matrices(t: Tensor) -> Tensor:  # (R, G, Lp, N) -> (B G, n_c, Q, N)
+            return t[rows].view(-1, lay.n_chunks, lay.q, lay.dstate)
+
+        self.x_dt = per_group(x_dt)
+        self.to_exit = per_group(decays.to_exit.unsqueeze(-1))
+        self.from_entry = per_group(decays.from_entry.unsqueeze(-1))
+        self.decay = _per_chunk_state(lay, decays.chunk)[rows]
+        self.B, self.C = matrices(B), matrices(C)
+        if grads:
+            self.dy, self.d_x_dt = per_group(grads['dy']), per_group(grads['d_x_dt'])
+            self.dB, self.dC = matrices(grads['dB']), matrices(grads['dC'])
+            self.state_terms = grads['state_terms'][rows]
+            self.out_terms = grads['out_terms'][rows]
+
+
+def chunk_state_fwd(lay: ChunkLayout, v: DirectionViews, c: int, weighted: Tensor,
+                    out: Tensor) -> Tensor:
+    """S_c = sum_j exp(s_exit - s_j) dt'_j x_j B_j^T of chunk c into ``out`` (B, G, N, Hg, P);
+    ``weighted`` (B, G, Q, Hg, P) receives exp(s_exit - s_j) dt'_j x_j."""
+    tokens = lay.chunk(c)
+    torch.mul(v.x_dt[:, :, tokens], v.to_exit[:, :, tokens], out=weighted)
+    torch.bmm(v.B[:, c].transpose(1, 2), _token_matrices(lay, weighted),
+              out=_state_matrices(lay, out))
+    return out
+
+
+def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, weighted: Tensor,
+                    d_weighted: Tensor, d_rows: Tensor) -> None:
+    """Backward of :func:`chunk_state_fwd` for dS = dL/dS_c (B, G, N, Hg, P), accumulated into the
+    gradients of ``v`` (d_x_dt, dB), and T_j = exp(s_exit - s_j) dt'_j x_j^T dS B_j (per head)
+    into v.state_terms: step k enters s_exit - s_j for the tokens j before it in scan order,
+    so ddA_k += sum_{j before k} T_j (:func:`state_passing_bwd`). ``weighted`` and
+    ``d_weighted`` are (B, G, Q, Hg, P) buffers, ``d_rows`` a (B G, Q, N) one."""
+    tokens = lay.chunk(c)
+    w = v.to_exit[:, :, tokens]
+    torch.mul(v.x_dt[:, :, tokens], w, out=weighted)
+    dS = _state_matrices(lay, dS)
+    v.dB[:, c] += torch.bmm(_token_matrices(lay, weighted), dS.transpose(1, 2), out=d_rows)
+    torch.bmm(v.B[:, c], dS, out=_token_matrices(lay, d_weighted))
+    v.d_x_dt[:, :, tokens].addcmul_(d_weighted, w)
+    torch.sum(d_weighted.mul_(weighted), -1, out=v.state_terms[:, :, tokens])
+
+
+# ------------------------------------------------------------------------------ state_passing
 class StatesOut(NamedTuple):
     """Output of :func:`state_passing_fwd`.
 
     Attributes:
         final_states: per direction (B, H, P, N), or [] when not asked for.
         states: H_c entering every chunk (R, G, n_c, N, Hg, P) when kept, else None.
-        C_states: C_i H_c (R, G, Lp, Hg, P) of every chunk with a non-zero entering state, when
-            kept, else None.
+        C_states: C_i H_c (R, G, Lp, Hg, P) when kept, else None.
     """
 
     final_states: List[Tensor]
@@ -429,69 +444,88 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
     (:func:`chunk_scan_off_fwd`), then passes the state on, H_next = exp(s_exit) H_c + S_c
     (:func:`chunk_state_fwd`). The zero state entering a first chunk adds nothing, and the state
     leaving the last chunk is only computed as the final state."""
-    states = lay.new(lay.rows, lay.groups, lay.n_chunks, lay.dstate, lay.per_group,
-                     lay.headdim) if keep else None
-    C_states = lay.new(lay.rows, lay.groups, lay.padded, lay.per_group, lay.headdim) \
-        if keep else None
-    decay = _per_chunk_state(lay, decays.chunk)
-    buffers = ChunkBuffers(lay)
+    G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
+    states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if keep else None
+    C_states = lay.new(lay.rows, G, lay.padded, Hg, P) if keep else None
+    tokens = lay.new(lay.batch, G, q, Hg, P)  # one chunk's weighted x_dt, or its C H
+    h, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
+    y_gt = lay.group_token(y)
     finals = []
     for d, h0 in zip(lay.directions, initial_states):
-        h, is_zero = buffers.state, h0 is None
+        is_zero = h0 is None
         if is_zero:
             h.zero_()
         else:
             h.copy_(lay.state_to_n_major(h0))
+        v = DirectionViews(lay, d, x_dt, B_s, C_s, decays)
+        y_d = y_gt[d.rows]
         for i, c in enumerate(d.chunks):
-            if states is not None:
+            if keep:
                 states[d.rows, :, c] = h
             if not is_zero:
-                chunk_scan_off_fwd(lay, d, c, C_s, h, decays, y,
-                                   C_states[d.rows, :, lay.chunk(c)] if keep else buffers.grads)
+                chunk_scan_off_fwd(lay, v, c, h, y_d,
+                                   C_states[d.rows, :, lay.chunk(c)] if keep else tokens)
             if i < lay.n_chunks - 1 or want_final:
-                S = chunk_state_fwd(lay, d, c, x_dt, B_s, decays, buffers, buffers.spare)
-                h = S.addcmul_(decay[d.rows, :, c], h)  # the spare becomes the state
-                buffers.state, buffers.spare, is_zero = h, buffers.state, False
+                h_next = chunk_state_fwd(lay, v, c, tokens, spare)
+                h, spare, is_zero = h_next.addcmul_(v.decay[:, :, c], h), h, False
         if want_final:
             finals.append(lay.state_from_n_major(h))
     return StatesOut(finals, states, C_states)
 
 
-def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays, dy: Tensor,
-                      C_s: Tensor, C_states: Tensor, x_dt: Tensor, B_s: Tensor,
+def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays: Decays,
+                      x_dt: Tensor, B_s: Tensor, C_s: Tensor,
                       d_finals: Sequence[Optional[Tensor]], has_initial: Sequence[bool],
                       grads: 'ScanGrads') -> List[Optional[Tensor]]:
     """The loop over chunks in reverse scan order, with g = dL/d(the state leaving chunk c):
-    :func:`chunk_state_bwd` for dS_c = g, dL/ds_exit += exp(s_exit) <g, H_c> (into
-    grads.ddA_cumsum), then g = chunk c's share of dL/dH_c (:func:`chunk_scan_off_bwd`)
-    + exp(s_exit) g.
+    :func:`chunk_state_bwd` for dS_c = g, dL/ds_exit += exp(s_exit) <g, H_c>, then g = chunk c's
+    share of dL/dH_c (:func:`chunk_scan_off_bwd`) + exp(s_exit) g. Adds the decay terms to
+    grads.ddA_cumsum and grads.ddA.
 
     Returns:
         per direction dL/d(initial state) (B, H, P, N), or None.
     """
-    decay = _per_chunk_state(lay, decays.chunk)
-    buffers = ChunkBuffers(lay)
+    G, N, Hg, P, q, nc = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q, lay.n_chunks
+    per_token = (lay.rows, G, lay.padded, Hg)
+    fields = dict(dy=grads.dy, d_x_dt=grads.d_x_dt, dB=grads.dB, dC=grads.dC,
+                  state_terms=lay.zeros(*per_token), out_terms=lay.zeros(*per_token))
+    d_exit = lay.zeros(lay.rows, G, nc, Hg)
+    tokens, d_tokens = lay.new(lay.batch, G, q, Hg, P), lay.new(lay.batch, G, q, Hg, P)
+    d_rows = lay.new(lay.batch * G, q, N)
+    g_buffer, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
     d_initial = []
     for d, d_final, has_h0 in zip(lay.directions, d_finals, has_initial):
-        g = None if d_final is None else buffers.state.copy_(lay.state_to_n_major(d_final))
+        v = DirectionViews(lay, d, x_dt, B_s, C_s, decays, **fields)
+        states_d, C_states_d, d_exit_d = states[d.rows], C_states[d.rows], d_exit[d.rows]
+        g = None if d_final is None else g_buffer.copy_(lay.state_to_n_major(d_final))
         for c in reversed(d.chunks):
             first = c == d.chunks[0]
             if g is not None:
-                chunk_state_bwd(lay, d, c, g, x_dt, B_s, decays, buffers, grads.d_x_dt,
-                                grads.dB, grads.ddA)
+                chunk_state_bwd(lay, v, c, g, tokens, d_tokens, d_rows)
                 if has_h0 or not first:
-                    d_exit = summed_products(lay, g, states[d.rows, :, c], dims=(1, 3))
-                    grads.ddA_cumsum[d.rows, :, c, d.exit] += (
-                        d_exit.reshape(lay.batch, lay.heads)
-                        * decays.chunk[d.rows, :, c]).double()
+                    torch.sum(torch.mul(g, states_d[:, :, c], out=spare), (2, 4),
+                              out=d_exit_d[:, :, c])
             if first and not has_h0:
                 break  # the zero state entering the first chunk needs no gradient
-            local = chunk_scan_off_bwd(lay, d, c, dy, C_s, states[d.rows, :, c], C_states,
-                                       decays, buffers, grads, out=buffers.spare)
+            local = chunk_scan_off_bwd(lay, v, c, states_d[:, :, c],
+                                       C_states_d[:, :, lay.chunk(c)], tokens, d_rows, spare)
             if g is not None:
-                local.addcmul_(decay[d.rows, :, c], g)
-            g, buffers.state, buffers.spare = local, local, buffers.state
+                local.addcmul_(v.decay[:, :, c], g)
+            g_buffer, spare, g = local, g_buffer, local
         d_initial.append(lay.state_from_n_major(g) if has_h0 else None)
+
+    def per_head(t: Tensor, *shape: int) -> Tensor:  # (R, G, ..., Hg) -> (R, H, ...)
+        return t.transpose(2, 3).reshape(lay.rows, lay.heads, *shape)
+
+    grads.ddA_cumsum.add_(per_head(fields['out_terms'], nc, q))
+    ends = per_head(d_exit, nc) * decays.chunk
+    terms = per_head(fields['state_terms'], nc, q)  # the chunk state's T: exclusive running sums
+    for d in lay.directions:
+        grads.ddA_cumsum[d.rows, ..., d.exit] += ends[d.rows]
+        if d.reverse:  # the tokens before k in scan order are those after it
+            grads.ddA[d.rows, ..., :-1] += _running_sum(terms[d.rows], reverse=True)[..., 1:]
+        else:
+            grads.ddA[d.rows, ..., 1:] += terms[d.rows].cumsum(-1)[..., :-1]
     return d_initial
 
 
@@ -628,31 +662,27 @@ def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor,
     torch.bmm(dCB.transpose(1, 2), C3, out=grads.dB.view(-1, q, N))
 
 
-def chunk_scan_off_fwd(lay: ChunkLayout, d: Direction, c: int, C_s: Tensor, h: Tensor,
-                       decays: Decays, y: Tensor, C_states: Tensor) -> None:
-    """y_i += exp(s_i) C_i H_c for chunk c of direction d, with H_c = h (B, G, N, Hg, P); C_i H_c
-    goes through ``C_states`` (B, G, Q, Hg, P)."""
-    tokens, bg = lay.chunk(c), lay.batch * lay.groups
-    C_c = C_s[d.rows].view(bg, lay.n_chunks, lay.q, lay.dstate)[:, c]
-    torch.bmm(C_c, _bmm_view(lay, h), out=_bmm_view(lay, C_states))
-    lay.group_token(y)[d.rows, :, tokens].addcmul_(
-        C_states, lay.per_head(decays.from_entry)[d.rows, :, tokens])
+def chunk_scan_off_fwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor, y: Tensor,
+                       C_states: Tensor) -> None:
+    """y_i += exp(s_i) C_i H_c for chunk c, with H_c = h (B, G, N, Hg, P) and y the direction's
+    (B, G, Lp, Hg, P) view; C_i H_c goes through ``C_states`` (B, G, Q, Hg, P)."""
+    tokens = lay.chunk(c)
+    torch.bmm(v.C[:, c], _state_matrices(lay, h), out=_token_matrices(lay, C_states))
+    y[:, :, tokens].addcmul_(C_states, v.from_entry[:, :, tokens])
 
 
-def chunk_scan_off_bwd(lay: ChunkLayout, d: Direction, c: int, dy: Tensor, C_s: Tensor,
-                       h: Tensor, C_states: Tensor, decays: Decays, buffers: ChunkBuffers,
-                       grads: 'ScanGrads', out: Tensor) -> Tensor:
-    """Backward of :func:`chunk_scan_off_fwd`: dC_i += exp(s_i) dy_i H_c^T and
-    dL/ds_i = exp(s_i) dy_i . C_i H_c (into grads); returns chunk c's share of dL/dH_c,
-    sum_i exp(s_i) C_i dy_i^T, in ``out`` (B, G, N, Hg, P)."""
-    tokens, q, bg = lay.chunk(c), lay.q, lay.batch * lay.groups
-    d_out = torch.mul(lay.group_token(dy)[d.rows, :, tokens],
-                      lay.per_head(decays.from_entry)[d.rows, :, tokens], out=buffers.grads)
-    C_c, dC_c = (t[d.rows].view(bg, lay.n_chunks, q, lay.dstate)[:, c] for t in (C_s, grads.dC))
-    dC_c += torch.bmm(_bmm_view(lay, d_out), _bmm_view(lay, h).transpose(1, 2), out=buffers.rows)
-    torch.bmm(C_c.transpose(1, 2), _bmm_view(lay, d_out), out=_bmm_view(lay, out))
-    grads.ddA_cumsum[d.rows, :, c] += d_out.mul_(C_states[d.rows, :, tokens]).sum(-1) \
-        .transpose(2, 3).reshape(lay.batch, lay.heads, q)
+def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
+                       C_states: Tensor, d_out: Tensor, d_rows: Tensor, out: Tensor) -> Tensor:
+    """Backward of :func:`chunk_scan_off_fwd` (C_states: chunk c's C_i H_c):
+    dC_i += exp(s_i) dy_i H_c^T (into v.dC), dL/ds_i = exp(s_i) dy_i . C_i H_c (into
+    v.out_terms); returns chunk c's share of dL/dH_c, sum_i exp(s_i) C_i dy_i^T, in ``out``
+    (B, G, N, Hg, P). ``d_out`` is a (B, G, Q, Hg, P) buffer, ``d_rows`` a (B G, Q, N) one."""
+    tokens = lay.chunk(c)
+    torch.mul(v.dy[:, :, tokens], v.from_entry[:, :, tokens], out=d_out)
+    d_out3 = _token_matrices(lay, d_out)
+    v.dC[:, c] += torch.bmm(d_out3, _state_matrices(lay, h).transpose(1, 2), out=d_rows)
+    torch.bmm(v.C[:, c].transpose(1, 2), d_out3, out=_state_matrices(lay, out))
+    torch.sum(d_out.mul_(C_states), -1, out=v.out_terms[:, :, tokens])
     return out
 
 
@@ -683,8 +713,8 @@ class ScanGrads(NamedTuple):
         dy: dL/dy before D and the gate, head-major (R, H, Lp, P), 0 on the padding.
         d_x_dt: dL/d(dt' x) (R, H, Lp, P).
         dB, dC: (R, G, Lp, N).
-        ddA: dL/d(dt' A) (R, H, n_c, Q) float64, summed where it is computed.
-        ddA_cumsum: dL/ds (R, H, n_c, Q) float64.
+        ddA: dL/d(dt' A) (R, H, n_c, Q), summed where it is computed.
+        ddA_cumsum: dL/ds (R, H, n_c, Q).
         dD, dz: per direction dL/dD and dL/dz, or None.
     """
 
@@ -734,5 +764,5 @@ def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
         dy=dy, d_x_dt=lay.new(R, H, lay.padded, P),
         dB=lay.new(R, lay.groups, lay.padded, lay.dstate),
         dC=lay.new(R, lay.groups, lay.padded, lay.dstate),
-        ddA=lay.zeros(R, H, lay.n_chunks, lay.q, dtype=torch.float64),
-        ddA_cumsum=lay.zeros(R, H, lay.n_chunks, lay.q, dtype=torch.float64), dD=dD, dz=dz)
+        ddA=lay.zeros(R, H, lay.n_chunks, lay.q), ddA_cumsum=lay.zeros(R, H, lay.n_chunks, lay.q),
+        dD=dD, dz=dz)
