@@ -272,9 +272,13 @@ def dA_cumsum_fwd(lay: ChunkLayout, dirs: Sequence[DirectionInputs],
     A = torch.cat([inp.A.to(torch.float64).expand(lay.batch, -1) for inp in dirs])  # (R, H)
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
-    empty = dA.numel() == 0
-    return DtCumsum(dt, dA_cumsum, monotone=empty or bool(dA.max() <= 0),
-                    finite=empty or bool(dt.sum().isfinite()))
+    if dA.numel() == 0:
+        return DtCumsum(dt, dA_cumsum, monotone=True, finite=True)
+    # dt' A is NaN or infinite wherever dt' is (even for A = 0: 0 * inf is NaN)
+    lowest, highest = torch.aminmax(dA)
+    lowest, highest = lowest.item(), highest.item()
+    return DtCumsum(dt, dA_cumsum, monotone=highest <= 0,  # False for NaN
+                    finite=math.isfinite(lowest) and math.isfinite(highest))
 
 
 def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor, dt: Tensor,
