@@ -141,8 +141,8 @@ class ChunkLayout:
             self._products = self.new(max(numel, PRODUCT_BUFFER_BYTES // per_element))
         return self._products
 
-    def zeros(self, *shape: int, dtype: Optional[torch.dtype] = None) -> Tensor:
-        return torch.zeros(*shape, dtype=dtype or self.dtype, device=self.device)
+    def zeros(self, *shape: int) -> Tensor:
+        return torch.zeros(*shape, dtype=self.dtype, device=self.device)
 
     def stack_tokens(self, tensors: Sequence[Tensor]) -> Tensor:
         """Per direction (B, L, K, M) -> (R, K, Lp, M) in the compute dtype,
@@ -173,10 +173,6 @@ class ChunkLayout:
     def per_head(self, t: Tensor) -> Tensor:
         """(R', H, Lp) -> (R', G, Lp, Hg, 1) view, to scale group-token tensors."""
         return t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3).unsqueeze(-1)
-
-    def heads_of_groups(self, t: Tensor) -> Tensor:
-        """(R', G, ...) -> (R', H, ...): each group's values repeated for its heads (a copy)."""
-        return t.repeat_interleave(self.per_group, dim=1)
 
     def state_to_n_major(self, h: Tensor) -> Tensor:
         """(B, H, P, N) -> (B, G, N, Hg, P) copy in the compute dtype."""
@@ -214,6 +210,7 @@ def _exp(exponent: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def chunk_decays(lay: ChunkLayout, dA_cumsum: Tensor) -> Decays:
+    """The :class:`Decays` of s = dA_cumsum (R, H, n_c, Q) float64."""
     exit_cumsum = lay.exit_values(dA_cumsum)
     shape = (lay.rows, lay.heads, lay.padded)
     return Decays(_exp(exit_cumsum.unsqueeze(-1) - dA_cumsum, lay.dtype).view(shape),
@@ -309,7 +306,7 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
 
 def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum) -> Tensor:
     """x_dt = dt' x, head-major (R, H, Lp, P), 0 on the padding: the operand of both
-    :func:`chunk_state_fwd` and :func:`chunk_scan_fwd`.
+    :func:`chunk_state_fwd` and :func:`chunk_scan_diag_fwd`.
 
     Where dt' is not finite x_dt is 0: the running sums already carry the NaN / inf to every
     later token (as the sequential recurrence does), and a NaN in x_dt would reach the earlier
