@@ -78,8 +78,10 @@ def _run_both(inputs, dtype, chunk, reverse, dt_limit, states, seed=1):
     ref = ssd_scan_naive(**ref_in, **kwargs)
     chunked = ssd_chunked_reference(**{k: v.detach() for k, v in ref_in.items()},
                                     chunk_size=chunk, **kwargs)
-    for r, c in zip(ref if states else (ref, ), chunked if states else (chunked, )):
+    for o, r, c in zip(ours if states else (ours, ), ref if states else (ref, ),
+                       chunked if states else (chunked, )):
         _assert_close(c, r.detach(), 1e-9, 'ssd_chunked_reference')
+        _assert_close(o.detach(), c, TOL[dtype], 'ours against the chunked reference')
     ours, ref = (ours if states else (ours, )), (ref if states else (ref, ))
     gen = torch.Generator().manual_seed(seed)
     weights = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in ref]

@@ -164,11 +164,13 @@ def _check_scan(batch, length, heads, groups, headdim, dstate, chunk_size, rever
         *(ref[n].detach() for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size=chunk_size,
         D=ref['D'], z=ref['z'], dt_bias=ref['dt_bias'], dt_softplus=softplus, dt_limit=limit,
         initial_states=ref.get('initial_states'), return_final_states=final, reverse=reverse)
-    for c, r in zip(chunked if final else (chunked,), refs):
+    chunked = chunked if final else (chunked,)
+    for c, r in zip(chunked, refs):
         _assert_close('ssd_chunked_reference', c, r.detach(), 1e-9)
     tol = TOL[dtype]
     assert outs[0].dtype == dtype
     _assert_close('y', outs[0], refs[0], tol)
+    _assert_close('y against the chunked reference', outs[0], chunked[0], tol)
     if final:
         assert outs[1].dtype == torch.float32
         _assert_close('final_states', outs[1], refs[1], tol)
