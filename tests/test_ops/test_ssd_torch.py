@@ -335,3 +335,18 @@ def test_nan_in_dt_does_not_reach_earlier_tokens(reverse, nan_x, dt_limit):
     prefix = {k: v[:, before] if k in ('x', 'dt', 'B', 'C') else v for k, v in inputs.items()}
     _assert_close(y[:, before], ssd_scan_naive(**prefix, **kwargs), TOL[torch.float32], 'y')
     assert torch.isnan(y[:, after]).all() and torch.isnan(final).all()
+
+
+@pytest.mark.parametrize('reverse', [False, True])
+def test_growing_heads_match_the_oracle(reverse, monkeypatch):
+    """Heads with A > 0 (a state that grows: the masks then zero their non-causal side before
+    the exp instead of clamping it) next to decaying ones, outputs and gradients."""
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
+    inputs = make_inputs(length=40, heads=4, D='H', dt_bias=True, initial_states=True, seed=21,
+                         A_range=(-0.2, 0.2))
+    assert (inputs['A'] > 0).any() and (inputs['A'] < 0).any()
+    ours, ref, grads, ref_grads = _run_both(inputs, torch.float32, 16, reverse, None, True)
+    for name, o, r in zip(('y', 'final_states'), ours, ref):
+        _assert_close(o, r, TOL[torch.float32], name)
+    for name in grads:
+        _assert_close(grads[name], ref_grads[name], TOL[torch.float32], f'd{name}')
