@@ -71,6 +71,8 @@ if __name__ == '__main__':
         if osp.exists(osp.join(HERE, 'README.md')) else '',
         long_description_content_type='text/markdown',
         keywords='vision mamba, ssd, mamba-2, dino, self-supervised, openmmlab',
+        # the project has no public repository yet: the paper it reproduces is its public page
+        url='https://arxiv.org/abs/2511.18380',
         packages=find_packages(exclude=('configs', 'tools', 'tests', 'docs')),
         include_package_data=True,
         package_data={'dinomamba_mm': ['.mim/**/*', '.mim/*']},

@@ -1,10 +1,19 @@
 """dinomamba_mm: Vision Mamba (Mamba-2) backbones with DINO pretraining for OpenMMLab.
 
-Importing this package registers every module in the 'dinomamba_mm' scope; that is what
-``custom_imports=dict(imports=['dinomamba_mm'], allow_failed_imports=False)`` relies on.
+Importing this package (what ``custom_imports=dict(imports=['dinomamba_mm'],
+allow_failed_imports=False)`` does) adds the 'dinomamba_mm' scope to mmengine's registries and
+applies the compatibility fixes mmengine needs first (:mod:`dinomamba_mm.compat`); a class is
+imported when a config looks it up (:mod:`dinomamba_mm.registry`), so that a config imports only
+what it uses.
 """
-from . import compat  # noqa: F401  (first: patches checkpoint loading on torch >= 2.6)
-from . import analysis, datasets, engine, evaluation, model_zoo, models, ops  # noqa: F401
+from . import compat, model_zoo, registry  # noqa: F401  (model_zoo: the Hugging Face loader)
+from .lazy_exports import lazy_exports
 from .version import __version__, version_info
 
+compat.apply_on_import()
+
+__getattr__, _ = lazy_exports(
+    __name__, {},
+    submodules=('analysis', 'checkpoints', 'datasets', 'engine', 'evaluation', 'models',
+                'ops'))
 __all__ = ['__version__', 'version_info']

@@ -1,8 +1,9 @@
 """Constructor-argument checks: TypeError for a wrong type, ValueError for a wrong value, both
 naming the argument, what was expected and the value given."""
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 
 def is_int(value: Any) -> bool:
@@ -32,16 +33,57 @@ def check_argument(name: str, value: Any, expected: str, is_type: Callable[[Any]
         raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
+def check_int(name: str, value: Any, minimum: Optional[int] = None,
+              maximum: Optional[int] = None) -> None:
+    """:func:`check_argument` for an integer (bools excluded) in ``[minimum, maximum]``.
+
+    The expected part reads "an int >= minimum", "an int <= maximum" or "an int in
+    [minimum, maximum]".
+    """
+    if minimum is not None and maximum is not None:
+        expected = f'an int in [{minimum}, {maximum}]'
+    elif minimum is not None:
+        expected = f'an int >= {minimum}'
+    elif maximum is not None:
+        expected = f'an int <= {maximum}'
+    else:
+        expected = 'an int'
+    check_argument(name, value, expected, is_int,
+                   lambda v: (minimum is None or v >= minimum)
+                   and (maximum is None or v <= maximum))
+
+
 def check_number(name: str, value: Any, minimum: Optional[float] = None,
-                 maximum: Optional[float] = None, exclusive_minimum: bool = False) -> None:
-    """:func:`check_argument` for a real number (not NaN) in a range, ``minimum`` excluded
-    when ``exclusive_minimum``."""
+                 maximum: Optional[float] = None, exclusive_minimum: bool = False,
+                 exclusive_maximum: bool = False) -> None:
+    """:func:`check_argument` for a real number (not NaN) in a range, ``minimum`` /
+    ``maximum`` excluded when ``exclusive_minimum`` / ``exclusive_maximum``."""
     low = '-inf' if minimum is None else minimum
     high = 'inf' if maximum is None else maximum
-    expected = f"a number in {'(' if exclusive_minimum else '['}{low}, {high}]"
+    expected = (f"a number in {'(' if exclusive_minimum else '['}{low}, "
+                f"{high}{')' if exclusive_maximum else ']'}")
 
     def in_range(v) -> bool:
         above = minimum is None or (v > minimum if exclusive_minimum else v >= minimum)
-        return above and (maximum is None or v <= maximum)
+        below = maximum is None or (v < maximum if exclusive_maximum else v <= maximum)
+        return above and below
 
     check_argument(name, value, expected, lambda v: is_real(v) and not math.isnan(v), in_range)
+
+
+def check_indices(name: str, value: Any, length: int) -> List[int]:
+    """Check an int or a sequence of ints indexing ``length`` items (negative ones count from
+    the end, as in Python) and return them as non-negative indices, in the given order.
+
+    Raises:
+        TypeError: not an int or a sequence of ints (a str is not one).
+        ValueError: an index outside [-length, length).
+    """
+    indices = [value] if is_int(value) else value
+    expected = f'an int or a sequence of ints in [-{length}, {length})'
+    if isinstance(indices, (str, bytes)) or not isinstance(indices, Sequence) \
+            or not all(is_int(i) for i in indices):
+        raise TypeError(f'{name} must be {expected}, got {value!r}')
+    if not all(-length <= i < length for i in indices):
+        raise ValueError(f'{name} must be {expected}, got {value!r}')
+    return [int(i) % length for i in indices]

@@ -1,51 +1,48 @@
-"""Shims that let the 2023-era OpenMMLab stack run on a modern torch.
+"""Fixes for the 2023-era OpenMMLab stack on a modern torch / numpy, each gated on the versions
+it is for. docs/faq.md ("Compatibility fixes") lists each one with its reason and its test.
 
-Applied once, on ``import dinomamba_mm`` (which ``custom_imports`` does before anything is built):
+Applied by :func:`apply_on_import` on ``import dinomamba_mm`` (what ``custom_imports`` runs),
+because mmengine reaches them before any of our code runs (checkpoint loading in the Runner,
+process-group set-up, ``_base_`` parsing):
 
-1. torch >= 2.6 loads checkpoints with ``weights_only=True``. mmengine 0.10.7 checkpoints hold a
-   MessageHub (``HistoryBuffer`` objects with numpy arrays and scalars), and the paper's DINO
-   checkpoints hold an ``argparse.Namespace``; both fail to load. We allow-list exactly those
-   globals instead of disabling the safe unpickler.
-2. ``HistoryBuffer.__getstate__`` pickles its statistics functions, which the safe unpickler can only
-   rebuild through ``builtins.getattr`` (not safe to allow). The default functions are re-registered
-   on unpickling anyway, so new checkpoints leave them out.
-3. Checkpoints written by runs that did not import this package still carry those functions. For
-   local files only (the user's own runs), the loader falls back to ``weights_only=False`` with a
-   warning naming the file; downloaded files never fall back.
-4. mmcv 2.1's ``adjust_hue`` computes ``np.uint8(hue_factor * 255)``, which numpy >= 2 refuses
-   (OverflowError) for every negative factor, so mmpretrain's ``ColorJitter`` fails on half of the
-   images. The replacement shifts the hue channel by the same amount modulo 256 (the uint8
-   wrap-around numpy 1 performed).
-5. Distributed training on CPU-only machines (``tools/dist_train.sh`` with gloo): mmengine calls
-   ``torch.cuda.set_device`` and wraps models in DDP with ``device_ids=[LOCAL_RANK]``; both fail
-   without a GPU. Without CUDA we initialise the process group with gloo and give DDP no device ids.
-6. ``_base_ = 'pkg::path'`` inheritance only knows the packages in mmengine's hard-coded
-   ``MODULE2PACKAGE``; we add ours. It takes effect in processes that imported dinomamba_mm before
-   parsing the config (our tools do; a stock tool parses ``_base_`` before ``custom_imports``).
-   mmengine then looks for the package next to its distribution's metadata, which an editable
-   install (``pip install -e .``, what ``make env`` does) keeps in site-packages, away from the
-   checkout: for dinomamba_mm the package's own directory is used.
+- :func:`allow_mmengine_checkpoint_globals` (torch >= 2.6),
+- :func:`leave_default_statistics_out_of_checkpoints` (torch >= 2.6, mmengine <= 0.10.7),
+- :func:`explain_refused_checkpoints` (torch >= 2.6),
+- :func:`init_dist_without_cuda` (mmengine <= 0.10.7),
+- :func:`resolve_dinomamba_configs` (mmengine <= 0.10.7),
+- :func:`unscope_dataloader_functions` (mmengine <= 0.10.7).
+
+Applied where needed: :func:`fix_adjust_hue` (mmcv <= 2.2.0 with numpy >= 2) by the module of
+``DINOMultiCrop``, the transform whose colour jitter needs it.
+
+Unsafe checkpoint loading is never a fallback: a checkpoint holding objects the safe unpickler
+refuses is an error that names the opt-in, torch's own ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
 """
 import argparse
+import copy
 import os.path as osp
 import pickle
-import warnings
+import re
 
-import cv2
-import mmcv
 import numpy as np
 import torch
 import torch.distributed as torch_dist
-from mmcv.image import photometric
+from mmengine import __version__ as MMENGINE_VERSION
 from mmengine.config import config as config_module
 from mmengine.config import utils as config_utils
 from mmengine.dist import utils as dist_utils
 from mmengine.logging.history_buffer import HistoryBuffer
-from mmengine.model.wrappers import distributed as ddp_wrappers
+from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
-from PIL import Image
+from mmengine.utils import digit_version
 
+UNSAFE_LOAD_ENV = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
 _DEFAULT_STATISTICS = ('min', 'max', 'current', 'mean')
+
+#: torch.load defaults to the safe unpickler (weights_only=True) from torch 2.6.
+TORCH_LOADS_WEIGHTS_ONLY = digit_version(torch.__version__) >= digit_version('2.6.0')
+#: the last mmengine release checked: 0.10.7 (the mmengine fixes below are for <= 0.10.7).
+MMENGINE_CHECKED = digit_version(MMENGINE_VERSION) <= digit_version('0.10.7')
 
 
 def _numpy_safe_globals() -> list:
@@ -58,6 +55,17 @@ def _numpy_safe_globals() -> list:
     return [np.ndarray, np.dtype, _reconstruct, scalar, *dtype_classes]
 
 
+def allow_mmengine_checkpoint_globals() -> None:
+    """Let torch's safe unpickler rebuild what mmengine and the paper put in checkpoints.
+
+    mmengine 0.10.7 checkpoints hold a MessageHub (``HistoryBuffer`` objects with numpy arrays and
+    scalars), the paper's DINO checkpoints an ``argparse.Namespace``; torch >= 2.6 refuses both
+    unless allow-listed (``torch.serialization.add_safe_globals``, torch's own mechanism).
+    """
+    torch.serialization.add_safe_globals(
+        [HistoryBuffer, argparse.Namespace, *_numpy_safe_globals()])
+
+
 def _history_buffer_getstate(self: HistoryBuffer) -> dict:
     state = dict(self.__dict__)
     state.pop('statistics_methods', None)
@@ -68,38 +76,129 @@ def _history_buffer_getstate(self: HistoryBuffer) -> dict:
     return state
 
 
-def _is_safe_unpickling_error(error: Exception) -> bool:
-    return isinstance(error, pickle.UnpicklingError) and \
-        'Weights only load failed' in str(error)
+def leave_default_statistics_out_of_checkpoints() -> None:
+    """Pickle ``HistoryBuffer`` without its default statistics functions.
+
+    mmengine 0.10.7 pickles them as ``builtins.getattr`` references, which the safe unpickler can
+    never allow, so a checkpoint could not be resumed. ``HistoryBuffer.__setstate__`` registers
+    the defaults again, so nothing is lost.
+    """
+    HistoryBuffer.__getstate__ = _history_buffer_getstate
 
 
-@CheckpointLoader.register_scheme(prefixes='', force=True)
+def _refused_global(error: Exception) -> str:
+    match = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
+    return match.group(1) if match else 'a Python object outside its allow-list'
+
+
 def load_from_local(filename: str, map_location=None) -> dict:
-    """mmengine's local-file loader, safe unpickler first, then trusted fallback.
+    """mmengine's local-file loader, with an error naming the opt-in when the safe unpickler
+    refuses the file.
 
     Args:
         filename (str): Local checkpoint path.
         map_location: Same as :func:`torch.load`.
+
+    Raises:
+        FileNotFoundError: ``filename`` is not a file.
+        pickle.UnpicklingError: The file holds objects the safe unpickler refuses.
     """
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint file {filename!r} does not exist')
     try:
-        return torch.load(filename, map_location=map_location, weights_only=True)
-    except Exception as error:  # noqa: BLE001 (re-raised unless it is the safe-unpickler refusal)
-        if not _is_safe_unpickling_error(error):
+        # no weights_only argument: torch's default (True), unless the user set UNSAFE_LOAD_ENV
+        return torch.load(filename, map_location=map_location)
+    except pickle.UnpicklingError as error:
+        if 'Weights only load failed' not in str(error):
             raise
-        refused = [line.strip() for line in str(error).splitlines()
-                   if 'Unsupported global' in line] or ['unsupported object']
-        warnings.warn(
-            f'{filename} holds Python objects that the safe unpickler refuses '
-            f'({refused[0]}); loading it with '
-            'weights_only=False because it is a local file. Only load '
-            'checkpoints you trust.')
-        return torch.load(filename, map_location=map_location, weights_only=False)
+        raise pickle.UnpicklingError(
+            f'{filename} holds a reference to {_refused_global(error)}, which the safe unpickler '
+            '(torch.load with weights_only=True) refuses: unpickling it would run code from the '
+            'file. Checkpoints written with dinomamba_mm imported hold no such object. If you '
+            f'trust this file, load it with the environment variable {UNSAFE_LOAD_ENV}=1 set '
+            '(torch then unpickles anything), or convert it once in such a process.') from None
 
 
-def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
+def explain_refused_checkpoints() -> None:
+    """Register :func:`load_from_local` as mmengine's loader of local files."""
+    CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
+
+
+_mmengine_init_dist_pytorch = dist_utils._init_dist_pytorch
+
+
+def _init_dist_pytorch(backend: str = 'nccl', init_backend: str = 'torch',
+                       **kwargs) -> None:
+    if torch.cuda.is_available() or init_backend != 'torch':
+        _mmengine_init_dist_pytorch(backend, init_backend=init_backend, **kwargs)
+        return
+    # torchrun sets RANK / WORLD_SIZE / MASTER_ADDR; nccl needs a GPU, gloo does not.
+    torch_dist.init_process_group(backend='gloo', **kwargs)
+
+
+def init_dist_without_cuda() -> None:
+    """Let ``launcher='pytorch'`` (``tools/dist_train.sh``) start on machines without CUDA.
+
+    mmengine 0.10.7 calls ``torch.cuda.set_device(LOCAL_RANK)`` unconditionally and uses the
+    config's backend (nccl); without CUDA we initialise the process group with gloo instead.
+    (DDP's ``device_ids`` are the configs' ``model_wrapper_cfg``, not a patch.)
+    """
+    dist_utils._init_dist_pytorch = _init_dist_pytorch
+
+
+_mmengine_get_installed_path = config_module.get_installed_path
+
+
+def _get_installed_path(package: str) -> str:
+    # mmengine locates 'pkg::' configs at <distribution location>/<package>; an editable
+    # install (PEP 660) has its distribution in site-packages and the package in the checkout.
+    if package == 'dinomamba_mm':
+        return osp.dirname(osp.abspath(__file__))
+    return _mmengine_get_installed_path(package)
+
+
+def resolve_dinomamba_configs() -> None:
+    """Let ``_base_ = 'dinomamba_mm::...'`` find this package's configs.
+
+    mmengine 0.10.7 only knows the packages of its hard-coded ``MODULE2PACKAGE``, and looks for
+    a package next to its distribution's metadata, which an editable install keeps in
+    site-packages, away from the checkout. Takes effect in processes that import dinomamba_mm
+    before parsing the config (mmengine parses ``_base_`` before ``custom_imports``).
+    """
+    config_utils.MODULE2PACKAGE.setdefault('dinomamba_mm', 'dinomamba_mm')
+    config_module.get_installed_path = _get_installed_path
+
+
+_mmengine_build_dataloader = Runner.build_dataloader
+_DATALOADER_FUNCTIONS = ('collate_fn', 'worker_init_fn')
+
+
+def _build_dataloader(dataloader, seed=None, diff_rank_seed: bool = False):
+    if isinstance(dataloader, dict) and any(
+            isinstance(dataloader.get(key), dict) and '_scope_' in dataloader[key]
+            for key in _DATALOADER_FUNCTIONS):
+        dataloader = copy.copy(dataloader)
+        for key in _DATALOADER_FUNCTIONS:
+            if isinstance(dataloader.get(key), dict):
+                dataloader[key] = {k: v for k, v in dataloader[key].items() if k != '_scope_'}
+    return _mmengine_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+
+
+def unscope_dataloader_functions() -> None:
+    """Let a dataloader's ``collate_fn`` / ``worker_init_fn`` come from a ``pkg::`` base.
+
+    mmengine stamps ``_scope_`` on every dict with a ``type`` of a ``_base_ = 'pkg::...'``
+    config; ``Runner.build_dataloader`` (mmengine 0.10.7) looks these two functions up itself
+    and passes every other key as an argument, so ``default_collate`` fails with "unexpected
+    keyword argument '_scope_'" (open-mmlab/mmyolo#886). The scope is dropped first: the
+    functions are looked up as before (explicitly scoped names like
+    ``dinomamba_mm.seed_worker_from_loader`` keep their prefix).
+    """
+    Runner.build_dataloader = staticmethod(_build_dataloader)
+
+
+def _adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
     """``mmcv.adjust_hue`` (same arguments and checks) that also works on numpy >= 2.
 
     Args:
@@ -107,6 +206,10 @@ def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
         hue_factor (float): hue shift in turns, in [-0.5, 0.5].
         backend (str, optional): 'cv2' or 'pillow'; None uses mmcv's image backend.
     """
+    import cv2
+    from mmcv.image import photometric
+    from PIL import Image
+
     backend = backend or photometric.imread_backend
     if backend not in ('cv2', 'pillow'):
         raise ValueError(f"backend: {backend} is not supported. Supported backends are "
@@ -132,46 +235,31 @@ def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
     return cv2.cvtColor(cv2.merge([h, s, v]), cv2.COLOR_HSV2BGR_FULL).astype(dtype)
 
 
-_mmengine_init_dist_pytorch = dist_utils._init_dist_pytorch
-_mmengine_ddp_init = ddp_wrappers.MMDistributedDataParallel.__init__
-_mmengine_get_installed_path = config_module.get_installed_path
+def fix_adjust_hue() -> None:
+    """Make ``mmcv.adjust_hue`` (mmpretrain's ``ColorJitter``) work for negative factors.
 
+    mmcv <= 2.2.0 computes ``np.uint8(hue_factor * 255)``, which numpy >= 2 refuses
+    (OverflowError) for every negative factor, so half of the colour-jittered images fail. The
+    replacement shifts the hue channel by the same amount modulo 256 (numpy 1's uint8
+    wrap-around). A no-op on other versions.
+    """
+    import mmcv
+    from mmcv.image import photometric
 
-def _init_dist_pytorch(backend: str = 'nccl', init_backend: str = 'torch',
-                       **kwargs) -> None:
-    if torch.cuda.is_available() or init_backend != 'torch':
-        _mmengine_init_dist_pytorch(backend, init_backend=init_backend, **kwargs)
+    if digit_version(np.__version__) < digit_version('2.0.0') or \
+            digit_version(mmcv.__version__) > digit_version('2.2.0'):
         return
-    # torchrun sets RANK / WORLD_SIZE / MASTER_ADDR; nccl needs a GPU, gloo does not.
-    torch_dist.init_process_group(backend='gloo', **kwargs)
+    photometric.adjust_hue = mmcv.image.adjust_hue = mmcv.adjust_hue = _adjust_hue
 
 
-def _ddp_init(self, module, detect_anomalous_params: bool = False, **kwargs):
-    if not any(p.is_cuda for p in module.parameters()):
-        kwargs['device_ids'] = None
-        kwargs.pop('output_device', None)
-    _mmengine_ddp_init(self, module,
-                       detect_anomalous_params=detect_anomalous_params, **kwargs)
-
-
-def _get_installed_path(package: str) -> str:
-    # mmengine locates 'pkg::' configs at <distribution location>/<package>; an editable
-    # install (PEP 660) has its distribution in site-packages and the package in the checkout.
-    if package == 'dinomamba_mm':
-        return osp.dirname(osp.abspath(__file__))
-    return _mmengine_get_installed_path(package)
-
-
-def apply() -> None:
-    """Install the shims (idempotent)."""
-    torch.serialization.add_safe_globals(
-        [HistoryBuffer, argparse.Namespace, *_numpy_safe_globals()])
-    HistoryBuffer.__getstate__ = _history_buffer_getstate
-    photometric.adjust_hue = mmcv.image.adjust_hue = mmcv.adjust_hue = adjust_hue
-    dist_utils._init_dist_pytorch = _init_dist_pytorch
-    ddp_wrappers.MMDistributedDataParallel.__init__ = _ddp_init
-    config_utils.MODULE2PACKAGE.setdefault('dinomamba_mm', 'dinomamba_mm')
-    config_module.get_installed_path = _get_installed_path
-
-
-apply()
+def apply_on_import() -> None:
+    """The fixes mmengine needs before our code runs (idempotent; see the module docstring)."""
+    if TORCH_LOADS_WEIGHTS_ONLY:
+        allow_mmengine_checkpoint_globals()
+        explain_refused_checkpoints()
+        if MMENGINE_CHECKED:
+            leave_default_statistics_out_of_checkpoints()
+    if MMENGINE_CHECKED:
+        init_dist_without_cuda()
+        resolve_dinomamba_configs()
+        unscope_dataloader_functions()

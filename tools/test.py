@@ -2,12 +2,16 @@
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE [--out-item pred|metrics]]
         [--amp] [--show] [--show-dir DIR] [--interval N] [--wait-time S] [--no-pin-memory]
-        [--tta] [--cfg-options ...] [--launcher none|pytorch|slurm|mpi]
+        [--tta] [--no-strict-load] [--cfg-options ...] [--launcher none|pytorch|slurm|mpi]
     bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [same options]
 
-The options are mmpretrain's. The visualisation options drive the config's
-``default_hooks.visualization``, whichever scope's hook it is (mmpretrain's
-``VisualizationHook``, mmseg's ``SegVisualizationHook``, mmdet's ``DetVisualizationHook``).
+The checkpoint is checked (exists, is a complete checkpoint) before anything is built, and
+loaded strictly (``dinomamba_mm.StrictLoadHook``): a checkpoint of another model is an error
+listing the keys and shapes that differ, not a score of random weights;
+``--no-strict-load`` restores mmengine's non-strict load. The other options are mmpretrain's.
+The visualisation options drive the config's ``default_hooks.visualization``, whichever scope's
+hook it is (mmpretrain's ``VisualizationHook``, mmseg's ``SegVisualizationHook``, mmdet's
+``DetVisualizationHook``).
 ``--tta`` uses the config's ``tta_model`` and ``tta_pipeline``; an mmpretrain config without
 them gets flip TTA averaging the class scores, as mmpretrain does.
 """
@@ -22,7 +26,9 @@ from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
+from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
 
 PICKLE = ('.pkl', '.pickle')
 METRIC_FILES = ('.json', '.yaml', '.yml') + PICKLE
@@ -54,12 +60,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--no-pin-memory', action='store_true',
                         help="set the test dataloader's pin_memory to False")
     parser.add_argument('--tta', action='store_true', help='test-time augmentation')
+    parser.add_argument('--no-strict-load', action='store_true',
+                        help='load the checkpoint non-strictly (mmengine\'s default): keys '
+                        'and shapes that differ from the model are only logged')
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
         default='none',
         help='job launcher')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (torchrun sets LOCAL_RANK)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -134,6 +144,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         _set_tta(cfg, args)
     if args.no_pin_memory:
         cfg.test_dataloader.pin_memory = False
+    if not args.no_strict_load:
+        add_strict_load_hook(cfg)
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
     return cfg
@@ -141,6 +153,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    check_checkpoint_file(args.checkpoint)
     cfg = merge_args(Config.fromfile(args.config), args)
     check_dataset_paths(cfg, loaders=('test_dataloader', ))
 

@@ -1,21 +1,33 @@
 """Train a model from a config, as mmpretrain's / mmseg's / mmdet's tools/train.py do.
 
-    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--cfg-options k=v ...]
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--no-strict-load]
+        [--cfg-options k=v ...]
     bash tools/dist_train.sh CONFIG NUM_PROCESSES [same options]
+
+``--resume`` without a checkpoint resumes from the one ``WORK_DIR/last_checkpoint`` names, or,
+when that one is truncated or gone, from the newest intact checkpoint of the same naming
+(``epoch_N.pth`` / ``iter_N.pth``; with a warning); with nothing to resume it says so and
+trains from scratch. A checkpoint given (``--resume CKPT``, ``load_from``) is checked before
+anything is built, and every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``)
+unless ``--no-strict-load``.
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
 ``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines
 without CUDA the distributed launch uses gloo (see dinomamba_mm/compat.py).
 """
 import argparse
+import logging
 import os
 import os.path as osp
 
 from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.checkpoints import check_checkpoint_file, find_resumable_checkpoint
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
+from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,6 +43,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         'latest checkpoint in the work dir')
     parser.add_argument(
         '--amp', action='store_true', help='enable automatic mixed precision')
+    parser.add_argument(
+        '--no-strict-load',
+        action='store_true',
+        help='load load_from / resumed checkpoints non-strictly (mmengine\'s default): keys '
+        'and shapes that differ from the model are only logged')
     parser.add_argument(
         '--no-validate',
         action='store_true',
@@ -60,7 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         default='none',
         help='job launcher')
     # torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK.
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (torchrun sets LOCAL_RANK)')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -90,14 +108,20 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
                 f'AmpOptimWrapper, got {optim_wrapper!r}')
 
     if args.resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
+        cfg.load_from = find_resumable_checkpoint(cfg.work_dir)
+        cfg.resume = cfg.load_from is not None
+        if cfg.resume:
+            print_log(f'--resume: resuming from {cfg.load_from}', logger='current')
+        else:
+            print_log(f'--resume: nothing to resume in {cfg.work_dir} (no last_checkpoint file '
+                      'naming an intact checkpoint, no intact *.pth): training from scratch',
+                      logger='current', level=logging.WARNING)
     elif args.resume is not None:
-        if not osp.isfile(args.resume):
-            raise FileNotFoundError(
-                f'--resume {args.resume!r}: no such checkpoint file')
+        check_checkpoint_file(args.resume, '--resume checkpoint')
         cfg.resume = True
         cfg.load_from = args.resume
+    if not args.no_strict_load:
+        add_strict_load_hook(cfg)
 
     if args.no_validate:
         cfg.val_cfg = None
@@ -127,6 +151,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    if cfg.get('load_from'):
+        check_checkpoint_file(cfg.load_from, 'load_from checkpoint')
     check_dataset_paths(cfg)
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)

@@ -14,7 +14,6 @@
 _base_ = [
     '../_base_/models/dino_dinovim-base.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
-    '../dino/_base_/default_runtime.py',
 ]
 
 data_root = 'data/synthetic_demo/cls'
@@ -28,6 +27,8 @@ model = dict(
                   d_state=16, chunk_size=64),
         img_size=image_size,
         patch_size=8,
+        # the layout of the demo's measured figures (docs/demo.md) and of its probe config
+        token_layout='interleaved',
         drop_path_rate=0.),
     neck=dict(in_channels=embed_dims, out_channels=256, hidden_channels=512,
               bottleneck_channels=128),
@@ -89,14 +90,14 @@ custom_hooks = [
          final_momentum=0.9995),
     dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
          teacher_temp=0.04, warmup_epochs=0),
-    dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.04),
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
     dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),
     dict(type='dinomamba_mm.RandomStateHook'),
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=25),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

@@ -2,7 +2,7 @@
 # demo_synthetic.py (or, with model.backbone.checkpoint=None, the same DinoVim at random init)
 # + a linear classifier on the 7 synthetic shape classes.
 # Feature: final-normed class token of the 4 blocks (out_source='mixer', the
-# paper's get_intermediate_layers), concatenated. Recipe: configs/linear_probe (SGD momentum
+# paper's get_intermediate_layers), concatenated. Recipe: configs/dino/benchmarks (SGD momentum
 # 0.9, no weight decay, cosine, RandomResizedCrop + flip / resize + centre crop) at demo scale:
 # images of the DINO run's global-crop size, flip only (below), 20 epochs of 80 iterations, so a
 # larger lr (0.01) than 1e-3 x batch/256 (at 0.03 the training loss climbed above ln 7 in the first
@@ -10,8 +10,7 @@
 # Data: the demo set (4000 train / 2000 val images, tools/demo.py generates it).
 _base_ = [
     '../_base_/datasets/synthetic_cls.py',
-    '../linear_probe/_base_/sgd_coslr_100e_linear-probe.py',
-    '../linear_probe/_base_/default_runtime.py',
+    '../_base_/schedules/sgd_coslr_100e_linear-probe.py',
 ]
 
 embed_dims = 96
@@ -34,6 +33,7 @@ model = dict(
             out_source='mixer',
             out_indices=list(range(-num_last_blocks, 0)),
             final_norm=True,
+            token_layout='interleaved',  # as the demo DINO run (checked on load)
             drop_path_rate=0.)),
     neck=dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
     head=dict(
@@ -74,5 +74,5 @@ auto_scale_lr = dict(base_batch_size=50)
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=4),
-    checkpoint=dict(type='CheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
                     max_keep_ckpts=1, save_last=True))

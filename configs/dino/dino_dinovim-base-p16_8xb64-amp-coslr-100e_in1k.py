@@ -1,7 +1,6 @@
 # DINO pretraining of DinoVim-B (Mamba-2 mixers, 768 wide, 24 blocks) on ImageNet-1k.
 _base_ = [
     '../_base_/models/dino_dinovim-base.py',
-    './_base_/imagenet_dino-multicrop_bs64.py',
+    '../_base_/datasets/imagenet_dino-multicrop_bs64.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
-    './_base_/default_runtime.py',
 ]

@@ -1,9 +1,8 @@
 # DINO pretraining of DinoVim-T (256 wide, 24 blocks) on ImageNet-1k.
 _base_ = [
     '../_base_/models/dino_dinovim-base.py',
-    './_base_/imagenet_dino-multicrop_bs64.py',
+    '../_base_/datasets/imagenet_dino-multicrop_bs64.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
-    './_base_/default_runtime.py',
 ]
 
 model = dict(backbone=dict(arch='tiny'), neck=dict(in_channels=256))

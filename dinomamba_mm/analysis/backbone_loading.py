@@ -6,6 +6,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from mmengine.runner import CheckpointLoader
 
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.registry import MODELS
 
 #: checkpoint key prefixes of backbones, tried in order by ``prefix='auto'``: the DINO EMA
@@ -45,6 +46,7 @@ def load_backbone_weights(backbone: nn.Module, checkpoint: str, prefix: str = 'a
     Returns:
         the prefix used.
     """
+    check_checkpoint_file(checkpoint)
     loaded = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
     state = loaded.get('state_dict', loaded) if isinstance(loaded, dict) else loaded
     if prefix == 'auto':

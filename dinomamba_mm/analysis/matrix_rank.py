@@ -1,10 +1,12 @@
 """Numerical and effective rank of the C x C blocks of a token-mixing matrix M (L x L).
 
-- numerical rank: #{sigma_i > sigma_max * max(C) * eps}, numpy.linalg.matrix_rank's default
-  tolerance with eps = eps(float32) = 1.19e-7, since M is formed in float32 (its entries carry
-  float32 rounding, which float64 singular values would otherwise count as rank);
+- numerical rank: ``torch.linalg.matrix_rank(block, rtol=max(C) * eps)`` with eps = eps(float32)
+  = 1.19e-7, since M is formed in float32 (its entries carry float32 rounding, which float64
+  singular values would otherwise count as rank); :func:`block_ranks` counts it from the spectrum
+  it returns anyway (``torch.linalg.svdvals``) with that rule, rather than having matrix_rank
+  compute the same SVD again;
 - effective rank (Roy & Vetterli, 2007): exp(-sum_i p_i log p_i) with p_i = sigma_i / sum sigma,
-  between 1 and C; 0 for an all-zero block.
+  between 1 and C; 0 for an all-zero block (no library has it).
 
 Blocks: M is cut into floor(L / C)^2 blocks of C x C tokens from the top-left; the last L mod C
 rows / columns (if any) are left out. Blocks on the diagonal are 'diagonal', those below it
@@ -15,21 +17,24 @@ from typing import Dict, Union
 import numpy as np
 import torch
 
-FLOAT32_EPS = float(np.finfo(np.float32).eps)
+from dinomamba_mm.argument_checks import check_int
+
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
 BLOCK_KINDS = ('diagonal', 'lower', 'upper')
 
 
-def singular_values(matrices: Union[np.ndarray, torch.Tensor]) -> np.ndarray:
-    """Singular values (..., min(m, n)) in float64, descending, of matrices (..., m, n)."""
+def _float64(matrices: Union[np.ndarray, torch.Tensor]) -> torch.Tensor:
     if isinstance(matrices, torch.Tensor):
-        matrices = matrices.detach().cpu().double().numpy()
-    return np.linalg.svd(np.asarray(matrices, dtype=np.float64), compute_uv=False)
+        return matrices.detach().cpu().double()
+    return torch.from_numpy(np.asarray(matrices, dtype=np.float64))
 
 
-def numerical_rank(sigma: np.ndarray, shape: tuple, eps: float = FLOAT32_EPS) -> np.ndarray:
-    """Rank from singular values sigma (..., k) of (m, n) = ``shape`` matrices."""
-    tolerance = sigma[..., :1] * max(shape) * eps
-    return (sigma > tolerance).sum(axis=-1)
+def numerical_rank(matrices: Union[np.ndarray, torch.Tensor],
+                   eps: float = FLOAT32_EPS) -> np.ndarray:
+    """Ranks (...) of matrices (..., m, n): ``torch.linalg.matrix_rank`` in float64 with
+    ``rtol = max(m, n) * eps`` (numpy's default tolerance for matrices formed in float32)."""
+    matrices = _float64(matrices)
+    return torch.linalg.matrix_rank(matrices, rtol=max(matrices.shape[-2:]) * eps).numpy()
 
 
 def effective_rank(sigma: np.ndarray) -> np.ndarray:
@@ -59,24 +64,23 @@ def block_ranks(matrix: Union[np.ndarray, torch.Tensor],
         'effective_rank': (..., nb) float, 'singular_values': (..., nb, C) float64}} where nb
         is the number of blocks of that kind (empty when there is only one block per row).
     """
-    if isinstance(matrix, torch.Tensor):
-        matrix = matrix.detach().cpu().double().numpy()
-    matrix = np.asarray(matrix, dtype=np.float64)
+    matrix = _float64(matrix)
     if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
-        raise ValueError(f'matrix must be (..., L, L), got shape {matrix.shape}')
+        raise ValueError(f'matrix must be (..., L, L), got shape {tuple(matrix.shape)}')
     length = matrix.shape[-1]
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
-            or not 1 <= block_size <= length:
-        raise ValueError(f'block_size must be an int in [1, L={length}], got {block_size!r}')
+    check_int('block_size', block_size, 1, length)
     num = length // block_size
     blocks = matrix[..., :num * block_size, :num * block_size].reshape(
         *matrix.shape[:-2], num, block_size, num, block_size)
-    blocks = np.moveaxis(blocks, -3, -2)  # (..., row block, col block, C, C)
-    sigma = singular_values(blocks)
+    blocks = blocks.movedim(-3, -2)  # (..., row block, col block, C, C)
+    sigma = torch.linalg.svdvals(blocks)  # descending
+    # torch.linalg.matrix_rank's rule on the same spectrum
+    ranks = (sigma > sigma[..., :1] * block_size * FLOAT32_EPS).sum(dim=-1).numpy()
+    sigma = sigma.numpy()
     rows, cols = np.indices((num, num))
     result = {}
     for kind, selected in zip(BLOCK_KINDS, (rows == cols, rows > cols, rows < cols)):
         s = sigma[..., selected, :]
-        result[kind] = dict(numerical_rank=numerical_rank(s, (block_size, block_size)),
-                            effective_rank=effective_rank(s), singular_values=s)
+        result[kind] = dict(numerical_rank=ranks[..., selected], effective_rank=effective_rank(s),
+                            singular_values=s)
     return result

@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 from mmpretrain.models.utils import MultiheadAttention
 
+from dinomamba_mm.argument_checks import check_indices
 from dinomamba_mm.models.layers import BidirectionalMamba2Mixer, LinearMultiheadAttention
 
 MIXER_TYPES = (LinearMultiheadAttention, MultiheadAttention, BidirectionalMamba2Mixer)
@@ -110,15 +111,7 @@ def backbone_blocks(backbone: nn.Module) -> nn.ModuleList:
 
 def normalize_layer_indices(layer_indices: Sequence[int], num_layers: int) -> list:
     """Sorted unique non-negative block indices; negative ones count from the end."""
-    if isinstance(layer_indices, int):
-        layer_indices = [layer_indices]
-    result = []
-    for index in layer_indices:
-        if isinstance(index, bool) or not isinstance(index, int) \
-                or not -num_layers <= index < num_layers:
-            raise ValueError(f'layer index {index!r} out of range for {num_layers} blocks '
-                             f'(layer_indices={list(layer_indices)})')
-        result.append(index % num_layers)
+    result = check_indices('layer_indices', layer_indices, num_layers)
     if not result:
         raise ValueError('layer_indices must name at least one block')
     return sorted(set(result))

@@ -3,7 +3,6 @@ from typing import NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
-from mmpretrain.models.backbones import VisionTransformer
 
 
 class TokenLayout(NamedTuple):
@@ -28,6 +27,8 @@ def token_layout(backbone: nn.Module, grid: Tuple[int, int]) -> TokenLayout:
     mmpretrain's ``VisionTransformer`` and its subclasses such as LinearViT (class token first,
     patches after the ``num_extra_tokens`` leading tokens).
     """
+    from mmpretrain.models.backbones import VisionTransformer  # only for ViT-style backbones
+
     grid = (int(grid[0]), int(grid[1]))
     num_patches = grid[0] * grid[1]
     if hasattr(backbone, 'token_plan'):

@@ -1,1 +1,3 @@
-from . import hooks, optimizers  # noqa: F401
+from dinomamba_mm.lazy_exports import lazy_exports
+
+__getattr__, _ = lazy_exports(__name__, {}, submodules=('hooks', 'optimizers'))

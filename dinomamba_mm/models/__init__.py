@@ -1,1 +1,4 @@
-from . import backbones, heads, layers, necks, selfsup  # noqa: F401
+from dinomamba_mm.lazy_exports import lazy_exports
+
+__getattr__, _ = lazy_exports(
+    __name__, {}, submodules=('backbones', 'classifiers', 'heads', 'layers', 'necks', 'selfsup'))

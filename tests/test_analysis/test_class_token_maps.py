@@ -155,7 +155,8 @@ def test_bad_arguments(images):
     backbone = _vit()
     with pytest.raises(ValueError, match='map_type must be one of'):
         extract_class_token_maps(backbone, images, [0], 'gradcam')
-    with pytest.raises(ValueError, match='layer index 5 out of range for 2 blocks'):
+    with pytest.raises(ValueError, match=r'layer_indices must be an int or a sequence of ints '
+                                         r'in \[-2, 2\), got \[5\]'):
         extract_class_token_maps(backbone, images, [5])
     with pytest.raises(ValueError, match='query must be one of'):
         extract_class_token_maps(backbone, images, [0], query='first')

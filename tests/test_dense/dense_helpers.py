@@ -4,8 +4,9 @@ import os.path as osp
 from mmengine import Config
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-ADE_DEMO = osp.join(REPO, 'configs', 'ade20k', 'demo_dinovim_t_synthetic.py')
-COCO_DEMO = osp.join(REPO, 'configs', 'coco', 'demo_dinovim_t_synthetic.py')
+ADE_DEMO = osp.join(REPO, 'configs', 'demo', 'upernet_dinovim-demo_synthetic-ade.py')
+COCO_DEMO = osp.join(REPO, 'configs', 'demo',
+                     'cascade-mask-rcnn_dinovim-demo_synthetic-coco.py')
 SEG_SIZE, DET_SIZE = 64, 96
 NUM_TRAIN, NUM_VAL = 4, 2
 
@@ -28,7 +29,7 @@ def _set_scales(pipeline, scale, crop=None) -> None:
 
 
 def tiny_ade_cfg(data_root: str, work_dir: str, max_iters: int = 2) -> Config:
-    """configs/ade20k/demo_dinovim_t_synthetic.py at 64 px, 2 images a step, no val in
+    """configs/demo/upernet_dinovim-demo_synthetic-ade.py at 64 px, 2 images a step, no val in
     training, no workers."""
     cfg = Config.fromfile(ADE_DEMO)
     cfg.work_dir = work_dir
@@ -49,8 +50,8 @@ def tiny_ade_cfg(data_root: str, work_dir: str, max_iters: int = 2) -> Config:
 
 
 def tiny_coco_cfg(data_root: str, work_dir: str, max_iters: int = 2) -> Config:
-    """configs/coco/demo_dinovim_t_synthetic.py at 96 px with fewer proposals and sampled RoIs,
-    2 images a step, no val in training, no workers."""
+    """configs/demo/cascade-mask-rcnn_dinovim-demo_synthetic-coco.py at 96 px with fewer proposals
+    and sampled RoIs, 2 images a step, no val in training, no workers."""
     cfg = Config.fromfile(COCO_DEMO)
     cfg.work_dir = work_dir
     size = (DET_SIZE, DET_SIZE)

@@ -109,7 +109,7 @@ def test_bad_inputs_name_the_argument_or_map():
         binary_auc(scores[0, 0], mask[0, 0])
     with pytest.raises(ValueError, match='mode must be one of'):
         binary_auc(scores, mask, mode='trapz')
-    with pytest.raises(ValueError, match='num_thresholds must be an integer >= 2'):
+    with pytest.raises(ValueError, match=r'num_thresholds must be an int in \[2, 1000000\], got 1'):
         binary_auc(scores, mask, mode='binned', num_thresholds=1)
     with pytest.raises(ValueError, match=r'NaN or infinite values \(map 1\)'):
         bad = scores.copy()
@@ -125,3 +125,51 @@ def test_bad_inputs_name_the_argument_or_map():
     no_fg[0] = False
     with pytest.raises(ValueError, match='map 0 has no foreground'):
         binary_auc(scores, no_fg, mode='binned')
+
+
+@pytest.mark.parametrize('shape', [(0, 8, 8), (2, 0, 8), (0, 0, 0)])
+@pytest.mark.parametrize('mode', ['exact', 'binned'])
+def test_empty_batches_and_maps_are_refused(shape, mode):
+    with pytest.raises(ValueError) as info:
+        binary_auc(np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=bool), mode=mode)
+    assert str(info.value) == f'score_map must hold at least one map of at least one pixel, ' \
+                              f'got shape {shape}'
+
+
+@pytest.mark.parametrize('num_thresholds, error', [(1, ValueError), (2_000_000, ValueError),
+                                                   (10.0, TypeError)])
+def test_num_thresholds_is_capped(num_thresholds, error):
+    """10**9 bins tried to allocate 30 GiB (not run here: it gets the process killed); above
+    10**6 bins the exact mode is the tool."""
+    scores = np.random.default_rng(0).random((1, 8, 8))
+    mask = np.zeros((1, 8, 8), dtype=bool)
+    mask[0, :3] = True
+    expected = (f'num_thresholds must be an int in [2, 1000000], got {num_thresholds!r}; for '
+                "finer thresholds use mode='exact' (the ROC over every distinct score)")
+    for call in (lambda: binary_auc(scores, mask, mode='binned', num_thresholds=num_thresholds),
+                 lambda: binary_auc_histograms(scores, mask, num_thresholds=num_thresholds)):
+        with pytest.raises(error) as info:
+            call()
+        assert str(info.value) == expected
+
+
+@pytest.mark.parametrize('dtype, magnitude', [(np.float32, 3.0e38), (np.float64, 1.5e308)])
+def test_binned_is_overflow_safe_near_the_float_range(dtype, magnitude):
+    """max - min of scores spanning the float range overflows: every pixel fell into bin 0 and
+    the AUC read 0.5 where sklearn (and the exact mode) read 1.0."""
+    rng = np.random.default_rng(4)
+    mask = rng.random((3, 16, 16)) < 0.4
+    mask[:, 0, 0], mask[:, 0, 1] = True, False
+    separated = np.where(mask, 1.0, -1.0) * rng.uniform(0.5, 1.0, mask.shape)
+    noisy = (rng.uniform(-1.0, 1.0, mask.shape) + 0.5 * mask) / 1.5
+    for unit in (separated, noisy):
+        scores = (unit * magnitude).astype(dtype)
+        assert np.isfinite(scores).all()
+        reference = _sklearn_aucs(scores, mask)
+        np.testing.assert_allclose(binary_auc(scores, mask, mode='exact'), reference,
+                                   atol=1e-12, rtol=0)
+        # 1000 bins of a spread-out map: the quantisation moves the AUC by well under 1e-2
+        np.testing.assert_allclose(binary_auc(scores, mask, mode='binned'), reference,
+                                   atol=1e-2, rtol=0)
+    binned = binary_auc((separated * magnitude).astype(dtype), mask, mode='binned')
+    np.testing.assert_allclose(binned, 1.0, atol=0, rtol=0)

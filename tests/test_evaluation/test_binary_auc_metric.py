@@ -137,3 +137,11 @@ def test_reduce_zero_label_warning_and_bad_arguments(caplog):
     MMLogger.get_instance('binary_auc_test')
     metric.process(None, [_sample(np.random.rand(4, 4), label, reduce_zero_label=True).to_dict()])
     assert metric._warned_reduce_zero_label
+
+
+@pytest.mark.parametrize('num_thresholds, error', [(1, ValueError), (10**9, ValueError),
+                                                   (True, TypeError)])
+def test_metric_num_thresholds_is_capped(num_thresholds, error):
+    with pytest.raises(error, match=r'num_thresholds must be an int in \[2, 1000000\]'):
+        METRICS.build(dict(type='dinomamba_mm.BinaryAUC', mode='binned',
+                           num_thresholds=num_thresholds))

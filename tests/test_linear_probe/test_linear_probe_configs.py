@@ -16,7 +16,7 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone  # noqa: F401
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-PROBE_DIR = osp.join(REPO, 'configs', 'linear_probe')
+PROBE_DIR = osp.join(REPO, 'configs', 'dino', 'benchmarks')
 DEMO_PROBE = osp.join(REPO, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
 
 # (file prefix, backbone type, blocks read, width, pooled patch tokens)
@@ -32,7 +32,7 @@ EXPECTED = [
 
 @pytest.mark.parametrize('prefix,backbone_type,blocks,width,pooled', EXPECTED)
 def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, pooled):
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-ours_*in1k.py'))
     cfg = Config.fromfile(path)
     frozen = cfg.model.backbone
     assert frozen.type == 'dinomamba_mm.FrozenBackbone'
@@ -52,7 +52,7 @@ def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, poole
 
 
 def test_dinovim_tiny_probe_builds_with_paper_sizes():
-    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-teacher_*.py'))[0])
+    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-ours_*.py'))[0])
     init_default_scope('mmpretrain')
     from mmpretrain.registry import MODELS
     model = MODELS.build(cfg.model)
@@ -113,14 +113,16 @@ def test_checkpoint_without_teacher_is_named_in_the_error(tmp_path):
     assert 'head.fc.weight' in message and 'data_preprocessor.mean' in message
 
 
-@pytest.mark.parametrize('prefix,hf_path,layout', [
-    ('dinovim-t', 'Vim/Tiny', 'paper'), ('dinovim-s', 'Vim/Small', 'paper'),
-    ('dinovim-b', 'Vim/Base', 'paper'), ('dinomamba-reg-b', 'Mambar/Base', None)])
-def test_paper_teacher_configs(prefix, hf_path, layout):
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_*.py'))
+@pytest.mark.parametrize('prefix,hf_path,img_size', [
+    ('dinovim-t', 'Vim/Tiny', 224), ('dinovim-s', 'Vim/Small', 224),
+    ('dinovim-b', 'Vim/Base', 224), ('dinomamba-reg-b', 'Mambar/Base', 112)])
+def test_paper_teacher_configs(prefix, hf_path, img_size):
+    """The paper's network: its token layout, and its table size (MambaR: 7x7, img_size=[112])."""
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_8xb128-*.py'))
     cfg = Config.fromfile(path)
     assert cfg.model.backbone.checkpoint.endswith(f'/{hf_path}/checkpoint.pth')
-    assert cfg.model.backbone.backbone.get('token_layout') == layout
+    assert cfg.model.backbone.backbone.token_layout == 'paper'
+    assert cfg.model.backbone.backbone.img_size == img_size
 
 
 TINY_ARCH = {
@@ -138,7 +140,7 @@ def test_every_probe_config_trains_two_iterations(prefix, tiny_synthetic, tmp_pa
     """Each ImageNet probe config, unchanged but for a 16-wide backbone, the synthetic data and
     a teacher checkpoint of that backbone: 2 iterations, then validation; the frozen backbone
     still holds the checkpoint's teacher weights afterwards."""
-    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-teacher_*in1k.py'))
+    (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_dino-ours_*in1k.py'))
     cfg = Config.fromfile(path)
     inner = cfg.model.backbone.backbone
     inner.update(arch=TINY_ARCH[inner.type], img_size=32)

@@ -5,6 +5,7 @@ Each config in configs/dino/ is loaded unchanged and shrunk (tiny backbone of th
 """
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -54,7 +55,9 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=1e-9, by_epoch=True, begin=0, end=1,
          convert_to_iter_based=True),
     dict(type='CosineAnnealingLR', T_max={epochs} - 1, eta_min=1e-6, by_epoch=True, begin=1,
-         end={epochs}, convert_to_iter_based=True)]
+         end={epochs}, convert_to_iter_based=True),
+    dict(type='CosineAnnealingParamScheduler', param_name='weight_decay', eta_min_ratio=10.0,
+         T_max={epochs}, by_epoch=True, begin=0, end={epochs}, convert_to_iter_based=True)]
 train_cfg = dict(max_epochs={epochs})
 default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval={checkpoint_interval}))
 env_cfg = dict(dist_cfg=dict(backend='gloo'))
@@ -117,21 +120,27 @@ CONFIGS = sorted(f for f in os.listdir(CONFIG_DIR) if f.endswith('.py'))
 
 def test_family_is_complete():
     assert CONFIGS == [
+        'dino_dinomambareg-base-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinomambareg-base-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-base-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-small-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-small-p16_8xb64-amp-coslr-100e_in1k.py',
+        'dino_dinovim-tiny-interleaved-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_dinovim-tiny-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_linearvit-base-p16_8xb64-amp-coslr-100e_in1k.py',
         'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
     ]
-    cfg = Config.fromfile(osp.join(CONFIG_DIR, CONFIGS[1]))
+    cfg = Config.fromfile(
+        osp.join(CONFIG_DIR, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py'))
     assert cfg.optim_wrapper.type == 'AmpOptimWrapper' and cfg.optim_wrapper.dtype == 'bfloat16'
     assert cfg.optim_wrapper.optimizer.lr == 5e-4 and cfg.auto_scale_lr.base_batch_size == 256
     assert cfg.model.neck.out_channels == 65536 and cfg.train_cfg.max_epochs == 100
     hooks = {h.type.split('.')[-1]: h for h in cfg.custom_hooks}
     assert hooks['DINOTeacherEMAHook'].base_momentum == 0.996
     assert hooks['DINOTeacherTempHook'].teacher_temp == 0.04
-    assert hooks['CosineWeightDecayHook'].final_weight_decay == 0.4
+    (weight_decay, ) = [s for s in cfg.param_scheduler if s.get('param_name') == 'weight_decay']
+    assert weight_decay.eta_min_ratio * cfg.optim_wrapper.optimizer.weight_decay == 0.4
     assert hooks['FreezeLastLayerHook'].freeze_epochs == 1
     # DINO's clipping (per parameter), not mmengine's global one as well
     assert hooks['PerParameterGradClipHook'].max_norm == 3.0
@@ -164,6 +173,47 @@ def test_lr_schedule_is_dinos():
     steps = np.arange(90 * epoch_length)  # DINO's cosine_scheduler after the warm-up
     cosine = 1e-6 + 0.5 * (base - 1e-6) * (1 + np.cos(np.pi * steps / len(steps)))
     np.testing.assert_allclose(lrs[warmup:], cosine, rtol=1e-6)
+
+
+def test_weight_decay_schedule_is_dinos_and_resumes():
+    """The recipe's weight-decay scheduler (mmengine's CosineAnnealingParamScheduler, which
+    replaced our CosineWeightDecayHook) gives DINO's cosine_scheduler(0.04, 0.4) at every
+    iteration, keeps the groups without decay at 0, and continues exactly after a resume."""
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', '_base_', 'schedules',
+                                   'dino_adamw_coslr_100e.py'))
+    (spec, ) = [s for s in cfg.param_scheduler if s.get('param_name') == 'weight_decay']
+    base = cfg.optim_wrapper.optimizer.weight_decay
+    epochs, epoch_length = cfg.train_cfg.max_epochs, 3
+
+    def build():
+        weight, bias = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+        optim = OptimWrapper(torch.optim.AdamW(
+            [dict(params=[weight]), dict(params=[bias], weight_decay=0.)], lr=1e-3,
+            weight_decay=base))
+        scheduler = PARAM_SCHEDULERS.build(dict(spec), default_args=dict(
+            optimizer=optim, epoch_length=epoch_length))
+        return optim, scheduler
+
+    optim, scheduler = build()
+    values, saved = [], None
+    for it in range(epochs * epoch_length):
+        values.append([group['weight_decay'] for group in optim.optimizer.param_groups])
+        scheduler.step()
+        if it == 100:
+            saved = (optim.state_dict(), scheduler.state_dict())
+    values = np.array(values)
+    steps = np.arange(epochs * epoch_length)  # DINO's utils.cosine_scheduler, no warm-up
+    closed_form = 0.4 + 0.5 * (base - 0.4) * (1 + np.cos(np.pi * steps / len(steps)))
+    np.testing.assert_allclose(values[:, 0], closed_form, rtol=1e-12, atol=0)
+    assert np.all(values[:, 1] == 0.)
+
+    resumed_optim, resumed = build()
+    resumed_optim.load_state_dict(saved[0])
+    resumed.load_state_dict(saved[1])
+    for it in range(101, epochs * epoch_length):
+        assert [g['weight_decay'] for g in resumed_optim.optimizer.param_groups] == \
+            [values[it, 0], 0.]
+        resumed.step()
 
 
 @pytest.mark.parametrize('config_name', [
@@ -203,7 +253,6 @@ def test_resume_continues_exactly(tmp_path):
     extra = ("custom_hooks = [dict(type='dinomamba_mm.DINOTeacherEMAHook'),"
              " dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,"
              " teacher_temp=0.07, warmup_epochs=2),"
-             " dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),"
              " dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1),"
              " dict(type='dinomamba_mm.PerParameterGradClipHook', max_norm=3.0),"
              " dict(type='dinomamba_mm.RandomStateHook')]\n")
@@ -236,16 +285,68 @@ def test_resume_without_random_states_is_refused(tmp_path):
         run(path, tmp_path / 'killed', 'resumed', resume=True)
 
 
-def test_resume_inside_an_epoch_is_refused(tmp_path):
-    """An iteration checkpoint inside an epoch: mmengine's EpochBasedTrainLoop would replay
-    the epoch from its first batch (more iterations than max_iters)."""
+def test_per_iteration_checkpoints_are_refused_when_training_starts(tmp_path):
+    """Under EpochBasedTrainLoop they cannot be resumed: refused at the start, not days later
+    at resume time."""
     extra = "default_hooks = dict(checkpoint=dict(by_epoch=False, interval=1))\n"
     path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
                        epochs=2, num_images=4, extra=extra)
+    with pytest.raises(ValueError, match=r'^ResumableCheckpointHook\(by_epoch=False, interval=1\) '
+                                         'under EpochBasedTrainLoop saves checkpoints that '
+                                         'cannot be resumed'):
+        run(path, tmp_path / 'work', 'start')
+    assert not list((tmp_path / 'work').glob('*.pth'))
+
+
+@pytest.mark.parametrize('iteration, message', [
+    (1, 'cannot resume from iteration 1 under EpochBasedTrainLoop: the checkpoint was saved '
+        'during epoch 1 (2 iterations per epoch): the loop would restart that epoch from its '
+        'first batch and train more iterations than max_iters. No epoch had finished'),
+    (2, 'cannot resume from iteration 2 under EpochBasedTrainLoop: the checkpoint was saved '
+        'after the last iteration of epoch 1 by a per-iteration CheckpointHook, which records '
+        'epoch 1 as not yet finished: the loop would train it again. Resume from epoch_1.pth'),
+])
+def test_resuming_a_per_iteration_checkpoint_of_another_hook_is_refused(tmp_path, iteration,
+                                                                          message):
+    """Checkpoints of mmengine's own CheckpointHook(by_epoch=False) inside and at the end of
+    an epoch: mmengine would replay the epoch (RandomStateHook refused even the second)."""
+    stock = "default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, " \
+            "interval=1))\n"
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, extra=stock)
     run(path, tmp_path / 'killed', 'killed', extra_hooks=[StopAfterEpoch(1)])
-    (tmp_path / 'killed' / 'last_checkpoint').write_text(str(tmp_path / 'killed' / 'iter_1.pth'))
-    with pytest.raises(ValueError, match='iteration 1: it was saved during epoch 1 .2 iterations'):
+    (tmp_path / 'killed' / 'last_checkpoint').write_text(
+        str(tmp_path / 'killed' / f'iter_{iteration}.pth'))
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4)
+    with pytest.raises(ValueError, match=re.escape(message)):
         run(path, tmp_path / 'killed', 'resumed', resume=True)
+
+
+def test_the_previous_checkpoint_survives_a_failed_save(tmp_path, monkeypatch):
+    """max_keep_ckpts=1: mmengine removed epoch_1.pth before writing epoch_2.pth, so a save
+    that failed (or was killed) left no checkpoint at all."""
+    extra = "default_hooks = dict(checkpoint=dict(max_keep_ckpts=1))\n"
+    path = tiny_config(tmp_path, 'dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=3, num_images=2, extra=extra)
+    real_save, calls = torch.save, []
+
+    def save_failing_the_second_time(obj, f, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, 'No space left on device')
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, 'save', save_failing_the_second_time)
+    with pytest.raises(OSError, match='No space left'):
+        run(path, tmp_path / 'work', 'full_disk')
+    monkeypatch.setattr(torch, 'save', real_save)
+    assert sorted(p.name for p in (tmp_path / 'work').glob('*.pth')) == ['epoch_1.pth']
+    assert torch.load(str(tmp_path / 'work' / 'epoch_1.pth'), map_location='cpu')[
+        'meta']['epoch'] == 1
+    # and once saves work again, only the newest one is kept
+    resumed, _ = run(path, tmp_path / 'work', 'resumed', resume=True)
+    assert sorted(p.name for p in (tmp_path / 'work').glob('*.pth')) == ['epoch_3.pth']
 
 
 @pytest.mark.slow
@@ -265,3 +366,52 @@ def test_two_process_ddp_run_saves_checkpoint(tmp_path):
     assert any(k.startswith('teacher.backbone.') for k in state)
     assert not any(k.startswith('module.') for k in state)
     assert state['head.center'].abs().sum() > 0
+
+
+class NaNPixel(Hook):
+    """One NaN pixel in the first (teacher) crop of one sample at iteration ``iteration``."""
+    priority = 'LOWEST'
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+        self.runner = None
+
+    def before_run(self, runner):
+        self.runner = runner
+        runner.model.data_preprocessor.register_forward_hook(self._poison)
+
+    def _poison(self, module, args, output):
+        if self.runner.iter == self.iteration:
+            output['inputs'][0][1, 0, 5, 5] = float('nan')
+        return output
+
+
+def _non_finite_keys(state):
+    return [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+
+
+def test_one_nan_pixel_costs_one_step_not_the_run(tmp_path):
+    """A NaN pixel in one crop made the loss NaN and head.center NaN for the rest of the run;
+    now that step is skipped and the run goes on with every tensor finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=2, num_images=4, checkpoint_interval=2)
+    runner, losses = run(path, tmp_path / 'work', 'nan', extra_hooks=[NaNPixel(1)])
+    assert runner.iter == 4 and len(losses) == 4
+    assert np.isnan(losses[1]) and np.isfinite([losses[0], *losses[2:]]).all()
+    assert _non_finite_keys(runner.model.state_dict()) == []
+    state = torch.load(str(tmp_path / 'work' / 'epoch_2.pth'), map_location='cpu')['state_dict']
+    assert _non_finite_keys(state) == []
+    assert state['head.center'].abs().sum() > 0
+
+
+def test_a_diverging_learning_rate_stops_the_run_with_every_checkpoint_finite(tmp_path):
+    """lr 1e38: the run used to exit 0 with nearly every checkpoint tensor non-finite."""
+    path = tiny_config(tmp_path, 'dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k.py',
+                       epochs=4, num_images=4, checkpoint_interval=1,
+                       extra="optim_wrapper['optimizer']['lr'] = 1e38\n")
+    with pytest.raises(FloatingPointError, match=r'^iteration \d+ of 8: '):
+        run(path, tmp_path / 'work', 'diverging')
+    saved = sorted(p.name for p in (tmp_path / 'work').glob('*.pth'))
+    for name in saved:
+        state = torch.load(str(tmp_path / 'work' / name), map_location='cpu')['state_dict']
+        assert _non_finite_keys(state) == [], name

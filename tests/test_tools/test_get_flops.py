@@ -1,4 +1,4 @@
-"""tools/misc/get_flops.py counts against hand-derived FLOPs (1 multiply-add = 2 FLOPs)."""
+"""tools/misc/get_flops.py counts against hand-derived FLOPs (mmpretrain's: 1 multiply-add = 1)."""
 import os.path as osp
 import sys
 
@@ -17,7 +17,7 @@ def test_patch_embedding_and_linear_flops_match_hand_count():
         torch.nn.Flatten(),
         torch.nn.Linear(8 * 2 * 2, 5))
     result = get_flops.count(model, (32, 32))
-    conv = 2 * (2 * 2) * 8 * (3 * 16 * 16)   # outputs x (C_in * k * k) MACs
-    linear = 2 * 32 * 5
+    conv = (2 * 2) * 8 * (3 * 16 * 16)   # outputs x (C_in * k * k) multiply-adds
+    linear = 32 * 5
     assert result['flops'] == conv + linear
     assert result['params'] == 8 * 3 * 16 * 16 + 8 + 32 * 5 + 5

@@ -3,7 +3,6 @@
 The paper checkpoints are rebuilt here from the layout of the paper code (DINO checkpoint.pth with
 'teacher' / 'student' state dicts of the MultiCropWrapper), with random values and tiny dims.
 """
-import argparse
 import os.path as osp
 import sys
 
@@ -15,9 +14,10 @@ from dinomamba_mm.models.backbones import (DinoMambaReg, DinoVim, ours_to_paper,
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(ROOT, 'tests'))
+from helpers.paper_files import (DEPTH, DIM, HEADDIM, STATE,  # noqa: E402
+                                 paper_backbone, paper_dino_checkpoint)
 from helpers.tools import load_tool  # noqa: E402
 
-DIM, DEPTH, STATE, HEADDIM = 32, 2, 8, 8
 ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)
 
 
@@ -25,43 +25,8 @@ def _converter():
     return load_tool('tools/model_converters/dinomamba_to_mmpretrain.py')
 
 
-def paper_backbone(seed: int, registers: int = 0, patches: int = 196) -> dict:
-    """Backbone keys of the paper's VisionMamba (Vim) / MambaR, random values."""
-    gen = torch.Generator().manual_seed(seed)
-    d_inner, heads = 2 * DIM, 2 * DIM // HEADDIM
-    conv = d_inner + 2 * STATE
-    shapes = {'patch_embed.proj.weight': (DIM, 3, 16, 16), 'patch_embed.proj.bias': (DIM, )}
-    if registers:
-        shapes.update({'cls_token': (1, registers, DIM), 'pos_embed_cls': (1, registers, DIM),
-                       'pos_embed': (1, patches, DIM)})
-    else:
-        shapes.update({'cls_token': (1, 1, DIM), 'pos_embed': (1, 1 + patches, DIM),
-                       'head.weight': (10, DIM), 'head.bias': (10, )})
-    for i in range(DEPTH):
-        p = f'layers.{i}.'
-        shapes[p + 'norm.weight'] = (DIM, )
-        for name, shape in (('in_proj.weight', (2 * d_inner + 2 * STATE + heads, DIM)),
-                            ('conv1d.weight', (conv, 1, 4)), ('conv1d.bias', (conv, )),
-                            ('conv1d_b.weight', (conv, 1, 4)), ('conv1d_b.bias', (conv, )),
-                            ('dt_bias', (heads, )), ('dt_b_bias', (heads, )),
-                            ('A_log', (heads, )), ('A_log_b', (heads, )), ('D', (heads, )),
-                            ('D_b', (heads, )), ('norm.weight', (d_inner, )),
-                            ('norm_b.weight', (d_inner, )), ('out_proj.weight', (DIM, d_inner))):
-            shapes[p + 'mixer.' + name] = shape
-    shapes['norm_f.weight'] = (DIM, )
-    return {k: torch.randn(shape, generator=gen) for k, shape in shapes.items()}
-
-
 def paper_checkpoint(registers: int = 0) -> dict:
-    teacher, student = paper_backbone(0, registers), paper_backbone(1, registers)
-    head = {'head.mlp.0.weight': torch.randn(16, DIM), 'head.last_layer.weight_g': torch.ones(4)}
-    return {
-        'teacher': {**{'backbone.' + k: v for k, v in teacher.items()}, **head},
-        'student': {**{'module.backbone.' + k: v for k, v in student.items()},
-                    **{'module.' + k: v for k, v in head.items()}},
-        'epoch': 100,
-        'args': argparse.Namespace(arch='vim_tiny_patch16_224', lr=5e-4),
-    }
+    return paper_dino_checkpoint(paper_backbone(0, registers), paper_backbone(1, registers))
 
 
 def test_mapping_round_trips_and_drops_the_unused_classifier():
@@ -92,6 +57,8 @@ def test_converter_output_loads_strictly_and_matches_the_teacher(tmp_path):
     assert all(k.startswith('backbone.') for k in converted['state_dict'])
     assert converted['meta']['arch'] == dict(ARCH, expand=2, ngroups=1, d_conv=4)
     assert converted['meta']['num_registers'] == 0
+    assert converted['meta']['backbone_layouts'] == {
+        'backbone': dict(type='DinoVim', token_layout='paper', pos_embed_grid=[14, 14])}
     teacher = paper_backbone_state_dict(ckpt, 'teacher')
     torch.testing.assert_close(converted['state_dict']['backbone.patch_embed.projection.weight'],
                                teacher['patch_embed.proj.weight'])
@@ -120,8 +87,10 @@ def test_student_and_registers(tmp_path):
     _converter().main([src, dst, '--source', 'student'])
     meta = torch.load(dst, weights_only=True)['meta']
     assert meta['num_registers'] == 12 and meta['network'] == 'student'
-    model = DinoMambaReg(arch=ARCH, init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
-                                                  checkpoint=src, source='student'))
+    assert meta['backbone_layouts']['backbone']['token_layout'] == 'paper'
+    model = DinoMambaReg(arch=ARCH, token_layout='paper',
+                         init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src,
+                                       source='student'))
     model.init_weights()
     student = paper_backbone_state_dict(ckpt, 'student')
     torch.testing.assert_close(model.register_tokens, student['cls_token'])
@@ -134,8 +103,8 @@ def test_missing_and_unexpected_keys_raise_with_their_names(tmp_path):
     ckpt['teacher']['backbone.layers.0.mixer.extra_scale'] = torch.ones(1)
     src = str(tmp_path / 'broken.pth')
     torch.save(ckpt, src)
-    model = DinoVim(arch=ARCH, init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
-                                             checkpoint=src))
+    model = DinoVim(arch=ARCH, token_layout='paper',
+                    init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src))
     with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b.*layers\.0\.mixer\.extra_scale'):
         model.init_weights()
     with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b'):
@@ -156,3 +125,38 @@ def test_position_embedding_is_resized_to_the_model_grid_on_load(tmp_path):
     assert model.pos_embed.shape == (1, 257, DIM)
     torch.testing.assert_close(model.pos_embed[:, 1:], grid.flatten(2).transpose(1, 2))
     torch.testing.assert_close(model.pos_embed[:, :1], pos[:, :1])
+
+
+@pytest.mark.parametrize('registers', [0, 12])
+def test_paper_files_into_another_token_layout_are_an_error(tmp_path, registers):
+    """Raw and converted paper files are 'paper': into 'interleaved' they would give wrong
+    features (Vim: no second class token; MambaR: another resize convention)."""
+    src, dst = str(tmp_path / 'checkpoint.pth'), str(tmp_path / 'converted.pth')
+    torch.save(paper_checkpoint(registers), src)
+    _converter().main([src, dst])
+    for checkpoint in (src, dst):
+        model = DinoVim(arch=ARCH, num_registers=registers, token_layout='interleaved',
+                        init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
+                                      checkpoint=checkpoint))
+        with pytest.raises(ValueError, match=r"token_layout='paper'.*"
+                           r"token_layout='interleaved'") as error:
+            model.init_weights()
+        assert checkpoint in str(error.value)
+
+
+def test_a_resized_position_embedding_is_logged(tmp_path, monkeypatch):
+    from dinomamba_mm.models.backbones import dinovim
+    logged = []
+    monkeypatch.setattr(dinovim, 'print_log', lambda msg, **kwargs: logged.append(msg))
+    src = str(tmp_path / 'checkpoint.pth')
+    torch.save(paper_checkpoint(), src)
+    kept = DinoVim(arch=ARCH, token_layout='paper',
+                   init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src))
+    kept.init_weights()
+    assert logged == []
+    resized = DinoVim(arch=ARCH, img_size=256, token_layout='paper',
+                      init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src))
+    resized.init_weights()
+    assert len(logged) == 1 and '14x14' in logged[0] and '16x16' in logged[0]
+    assert 'img_size=224' in logged[0]
+

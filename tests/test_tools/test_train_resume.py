@@ -56,6 +56,7 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False),
     logger=dict(type='LoggerHook', interval=1))
 env_cfg = dict(dist_cfg=dict(backend='gloo'))
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)  # CPU processes
 randomness = dict(seed=0, deterministic=False)
 '''
 
@@ -160,3 +161,42 @@ def test_wrong_dataset_root_names_the_paths_and_the_layout(config, tmp_path):
     assert f"'{wrong}'" in proc.stderr and 'ann.txt' in proc.stderr
     assert 'train_dataloader.dataset (CustomDataset)' in proc.stderr
     assert '"path label" lines' in proc.stderr
+
+
+def _merged_resume(config, work_dir, capsys):
+    """tools/train.py's merge_args for `--resume` (no value), and the lines it logged."""
+    from mmengine.config import Config
+    from mmengine.logging import MMLogger
+
+    from helpers.tools import load_tool
+    tool = load_tool('tools/train.py')
+    # a fresh current logger, writing to the stdout capsys captures now
+    MMLogger.get_instance(f'resume_test_{osp.basename(str(work_dir))}')
+    args = tool.parse_args([config, '--work-dir', str(work_dir), '--resume'])
+    cfg = tool.merge_args(Config.fromfile(config), args)
+    return cfg, [line.split(' - ', 2)[-1] for line in capsys.readouterr().out.splitlines()]
+
+
+def test_resume_with_nothing_to_resume_says_so(config, tmp_path, capsys):
+    """mmengine logged 'Auto resumed from the latest checkpoint None' and trained from
+    scratch."""
+    cfg, logged = _merged_resume(config, tmp_path / 'empty', capsys)
+    assert cfg.resume is False and cfg.load_from is None
+    assert logged == [f'WARNING - --resume: nothing to resume in {tmp_path / "empty"} (no '
+                      'last_checkpoint file naming an intact checkpoint, no intact *.pth): '
+                      'training from scratch']
+
+
+def test_resume_falls_back_from_a_truncated_last_checkpoint(config, tmp_path, capsys):
+    """A last_checkpoint whose file was cut short failed to load, with no fallback."""
+    work = tmp_path / 'work'
+    work.mkdir()
+    torch.save({'state_dict': {}, 'meta': {'iter': 2}}, str(work / 'iter_2.pth'))
+    data = (work / 'iter_2.pth').read_bytes()
+    (work / 'iter_4.pth').write_bytes(data[:len(data) // 2])
+    os.utime(work / 'iter_2.pth', (1, 1))  # older
+    (work / 'last_checkpoint').write_text(str(work / 'iter_4.pth'))
+    cfg, logged = _merged_resume(config, work, capsys)
+    assert cfg.resume is True and cfg.load_from == str(work / 'iter_2.pth')
+    assert 'is truncated' in logged[0] and f'resuming from {work / "iter_2.pth"}' in logged[0]
+    assert logged[1] == f'INFO - --resume: resuming from {work / "iter_2.pth"}'

@@ -53,19 +53,31 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="backbone key prefix ('auto': teacher.backbone. then backbone.)")
     parser.add_argument('--data-config', help='config with test_dataloader (default: config)')
     parser.add_argument('--data-root', help="override the test dataset's data_root")
-    parser.add_argument('--out-dir', required=True)
+    parser.add_argument('--out-dir', required=True,
+                        help='where the tables, roc.png and the overlays are written')
     parser.add_argument('--map-type', choices=['similarity', 'attention'],
-                        default='similarity')
+                        default='similarity',
+                        help="class-token map: cosine similarity of the class token's output "
+                        "to the patch outputs, or the class token's row of the mixing matrix "
+                        "(default: similarity)")
     parser.add_argument('--layers', type=int, nargs='+', default=[-1],
                         help='block indices (negative from the end)')
     parser.add_argument('--query', choices=['mean', 'each'], default='mean',
                         help='register models: average the registers or map each')
     parser.add_argument('--mamba-kinds', nargs='+', default=['combined'],
-                        choices=['forward', 'backward', 'combined'])
-    parser.add_argument('--mode', choices=['exact', 'binned'], default='exact')
-    parser.add_argument('--num-thresholds', type=int, default=1000)
-    parser.add_argument('--background-ids', type=int, nargs='*', default=[0])
-    parser.add_argument('--ignore-ids', type=int, nargs='*', default=[255])
+                        choices=['forward', 'backward', 'combined'],
+                        help='Mamba attention maps: forward scan, backward scan and / or their '
+                        'average (default: combined)')
+    parser.add_argument('--mode', choices=['exact', 'binned'], default='exact',
+                        help='AUC from sorted scores, or from histograms of --num-thresholds '
+                        'bins (default: exact)')
+    parser.add_argument('--num-thresholds', type=int, default=1000,
+                        help='histogram bins of --mode binned (default 1000)')
+    parser.add_argument('--background-ids', type=int, nargs='*', default=[0],
+                        help='label ids that are background (negatives); every other id not '
+                        'ignored is foreground (default: 0)')
+    parser.add_argument('--ignore-ids', type=int, nargs='*', default=[255],
+                        help='label ids left out of the AUC (default: 255)')
     parser.add_argument('--keep-reduce-zero-label', action='store_true',
                         help="keep the dataset's reduce_zero_label (then set the ids to match)")
     parser.add_argument('--num-images', type=int, help='first N images only')

@@ -3,8 +3,8 @@
 For each model, materialises M (Y = M X) of every head in chosen blocks for some images
 (``dinomamba_mm.analysis.mixer_mixing_matrices``: softmax(QK^T/sqrt(d)), phi(Q) phi(K)^T, and
 the SSD matrices of the forward / backward scans and their average), cuts it into C x C blocks
-and reports the numerical rank (sigma > sigma_max * C * eps(float32), numpy.linalg.matrix_rank's
-rule at float32 precision) and the effective rank (Roy & Vetterli: exp of the entropy of the
+and reports the numerical rank (torch.linalg.matrix_rank's sigma > sigma_max * C * eps(float32):
+numpy's default tolerance at float32 precision) and the effective rank (Roy & Vetterli: exp of the entropy of the
 normalised singular values) of the diagonal and off-diagonal (lower / upper) blocks and of the
 whole L x L matrix. Expected (docs/paper.md section 1): off-diagonal blocks full (C) for softmax,
 <= N (state size) per direction for Mamba, <= D_QK for linear attention, whose whole M has rank
@@ -40,7 +40,7 @@ from mmengine.config import Config
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_block_size,
                                    effective_rank, find_mixer, mixer_mixing_matrices,
-                                   numerical_rank, singular_values)
+                                   numerical_rank)
 from dinomamba_mm.analysis.backbone_loading import build_backbone, load_backbone_weights
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
 from dinomamba_mm.registry import MODELS
@@ -53,27 +53,37 @@ COLUMNS = ('model', 'mixer', 'L', 'C', 'rank_whole', 'rank_diag', 'rank_lower', 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--out-dir', required=True)
+    parser.add_argument('--out-dir', required=True,
+                        help='where token_mixing_rank.md / .csv and spectra.png are written')
     parser.add_argument('--model', action='append', default=[],
                         metavar='NAME=CONFIG[:CHECKPOINT]',
                         help='a config backbone to analyse (repeatable); default: random '
                         'ViT / LinearViT / DinoVim built from the size options below')
-    parser.add_argument('--checkpoint-prefix', default='auto')
-    parser.add_argument('--img-size', type=int, default=128)
-    parser.add_argument('--patch-size', type=int, default=8)
-    parser.add_argument('--embed-dims', type=int, default=64)
+    parser.add_argument('--checkpoint-prefix', default='auto',
+                        help="backbone key prefix in the --model checkpoints ('auto': "
+                        "teacher.backbone. then backbone.)")
+    parser.add_argument('--img-size', type=int, default=128,
+                        help='image side of the random models and the inputs (default 128)')
+    parser.add_argument('--patch-size', type=int, default=8,
+                        help='patch side of the random models (default 8)')
+    parser.add_argument('--embed-dims', type=int, default=64,
+                        help='width of the random models (default 64)')
     parser.add_argument('--num-heads', type=int, default=4,
                         help='attention heads; D_QK = embed_dims / num_heads')
-    parser.add_argument('--depth', type=int, default=2)
+    parser.add_argument('--depth', type=int, default=2,
+                        help='blocks of the random models (default 2)')
     parser.add_argument('--d-state', type=int,
                         help='Mamba state size N (default: D_QK, as in the paper)')
     parser.add_argument('--images', nargs='*', default=[],
                         help='image files (default: --num-images Gaussian noise images)')
-    parser.add_argument('--num-images', type=int, default=1)
-    parser.add_argument('--layers', type=int, nargs='+', default=[-1])
+    parser.add_argument('--num-images', type=int, default=1,
+                        help='noise images when --images is not given (default 1)')
+    parser.add_argument('--layers', type=int, nargs='+', default=[-1],
+                        help='blocks analysed, negative from the end (default: the last)')
     parser.add_argument('--block-size', type=int,
                         help='C (default: 256 for L >= 1024, else L // 4)')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the random models and noise images (default 0)')
     return parser.parse_args(argv)
 
 
@@ -149,7 +159,7 @@ def analyse(name: str, backbone: torch.nn.Module, images: torch.Tensor, layers: 
         length = matrix.shape[-1]
         size = block_size or default_block_size(length)
         blocks = block_ranks(matrix, size)
-        whole = numerical_rank(singular_values(matrix), (length, length))
+        whole = numerical_rank(matrix)
         off = np.concatenate([blocks['lower']['singular_values'],
                               blocks['upper']['singular_values']], axis=-2)
         all_ranks = np.concatenate([blocks[k]['numerical_rank'] for k in blocks], axis=-1)

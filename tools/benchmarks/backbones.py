@@ -234,11 +234,17 @@ def report(results: dict, models, modes, sizes, key: str, label: str, setting: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024],
+                        help='image sides in pixels (default: 224 448 768 1024)')
     parser.add_argument('--models', nargs='+', default=list(MODELS),
-                        choices=MODELS + EXTRA_MODELS)
-    parser.add_argument('--modes', nargs='+', default=list(MODES), choices=MODES)
-    parser.add_argument('--repeats', type=int, default=3)
+                        choices=MODELS + EXTRA_MODELS,
+                        help='backbones to time (default: %(default)s; +cp: activation '
+                        'checkpointing, +seg512: no-grad mixers in 512-token segments)')
+    parser.add_argument('--modes', nargs='+', default=list(MODES), choices=MODES,
+                        help='forward only and / or forward + backward (default: both)')
+    parser.add_argument('--repeats', type=int, default=3,
+                        help='timed runs per point at most, fewer when a run exceeds --point-seconds / '
+                        'repeats (default 3)')
     parser.add_argument('--threads', type=int, default=1,
                         help='torch threads per worker (1: CPU time is robust to a shared '
                         'machine; wall time is printed too)')
@@ -252,7 +258,8 @@ def main() -> None:
                         help='run the models under bf16 autocast (default: float32)')
     parser.add_argument('--rounds', type=int, default=1,
                         help='times the models take turns; figures are medians over rounds')
-    parser.add_argument('--no-profile', action='store_true')
+    parser.add_argument('--no-profile', action='store_true',
+                        help='skip the per-part mixer profile at the largest size')
     parser.add_argument('--profile-only', action='store_true',
                         help='only the per-part mixer profile at the largest size')
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)

@@ -28,13 +28,14 @@ from dinomamba_mm.evaluation.metrics import BinaryAUC
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--num-maps', type=int, default=2000)
+    parser.add_argument('--num-maps', type=int, default=2000, help='maps timed (default 2000)')
     parser.add_argument('--size', type=int, default=512, help='map side in pixels')
     parser.add_argument('--batch', type=int, default=50, help='maps per call')
-    parser.add_argument('--num-thresholds', type=int, default=1000)
+    parser.add_argument('--num-thresholds', type=int, default=1000,
+                        help='bins of the binned mode (default 1000)')
     parser.add_argument('--sklearn-maps', type=int, default=20,
                         help='maps timed with sklearn (it is the slow reference)')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=int, default=0, help='seed of the maps (default 0)')
     parser.add_argument('--threads', type=int,
                         help='torch intra-op threads (default: torch\'s choice); on a shared, '
                         'loaded machine 1 avoids idle spinning in bilinear upsampling')

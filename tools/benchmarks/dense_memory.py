@@ -23,9 +23,9 @@ import time
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
-    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_dino-teacher_8xb2-amp-160k_'
+    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_paper-teacher_8xb2-amp-160k_'
                  'ade20k-512x512.py',
-    'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-teacher_8xb2-amp-160k_ade20k-512x512.py',
+    'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py',
 }
 # DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
 CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']
@@ -100,8 +100,10 @@ def worker(name: str, size: int, part: str, threads: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--size', type=int, default=1024)
-    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--size', type=int, default=1024,
+                        help='image side, a multiple of 16 (default 1024)')
+    parser.add_argument('--threads', type=int, default=2,
+                        help='torch threads of each measuring process (default 2)')
     parser.add_argument('--worker', choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument('--part', choices=('backbone', 'segmentor'), help=argparse.SUPPRESS)
     args = parser.parse_args()

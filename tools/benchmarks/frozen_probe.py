@@ -120,7 +120,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--size', type=int, required=True, help='image side fed to the backbone')
     parser.add_argument('--c', type=float, nargs='+', default=[0.01, 0.1, 1.0],
                         help='inverse regularisation strengths to try')
-    parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--threads', type=int, default=1, help='torch threads (default 1)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
                         help='overrides of the config, e.g. model.backbone.backbone.img_size=32')
     args = parser.parse_args(argv)

@@ -407,7 +407,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='B 8 L 197 and B 2 L 4096 only')
     parser.add_argument('--device', default='cpu', help='cpu or cuda')
-    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--repeats', type=int, default=3,
+                        help='interleaved timing rounds per shape (1 at long L; default 3)')
     parser.add_argument('--no-sequential', action='store_true',
                         help='skip the token-by-token scan (slow at long L)')
     parser.add_argument('--chunk-sweep', action='store_true',

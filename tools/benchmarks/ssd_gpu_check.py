@@ -258,9 +258,11 @@ def timings(lengths: List[int], batch: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137])
-    parser.add_argument('--batch', type=int, default=8)
-    parser.add_argument('--skip-timings', action='store_true')
+    parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
+                        help='sequence lengths checked and timed (default: 197 785 3137)')
+    parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
+    parser.add_argument('--skip-timings', action='store_true',
+                        help='only the correctness checks against the PyTorch path')
     parser.add_argument('--interpreter', action='store_true',
                         help='only the strong-decay check, on CPU under TRITON_INTERPRET=1')
     args = parser.parse_args()

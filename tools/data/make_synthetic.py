@@ -431,9 +431,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Generate the synthetic shapes dataset (cls / ADE20K / COCO layouts).')
     parser.add_argument('--out', required=True, help='output root, e.g. data/synthetic')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--num-train', type=int, default=400)
-    parser.add_argument('--num-val', type=int, default=100)
+    parser.add_argument('--seed', type=int, default=0,
+                        help='base seed; the same options write the same bytes (default 0)')
+    parser.add_argument('--num-train', type=int, default=400,
+                        help='training images per layout (default 400)')
+    parser.add_argument('--num-val', type=int, default=100,
+                        help='validation images per layout (default 100)')
     parser.add_argument('--size', type=int, default=224, help='cls image side')
     parser.add_argument('--seg-size', type=int, default=256, help='ade image side')
     parser.add_argument('--det-size', type=int, default=320, help='coco image side')
@@ -442,7 +445,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--max-objects', type=int, default=5,
                         help='most shapes per ade / coco image')
     parser.add_argument('--layouts', nargs='+', default=list(LAYOUT_KINDS),
-                        choices=LAYOUT_KINDS)
+                        choices=LAYOUT_KINDS, help='layouts to write (default: all)')
     return parser.parse_args(argv)
 
 

@@ -73,7 +73,8 @@ def check_layout(root: str, kind: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('root', help='layout root, e.g. data/synthetic/ade')
-    parser.add_argument('--kind', required=True, choices=LAYOUT_KINDS)
+    parser.add_argument('--kind', required=True, choices=LAYOUT_KINDS,
+                        help='the layout ROOT should have')
     args = parser.parse_args()
     check_layout(args.root, args.kind)
     print(f'{args.root}: {args.kind} layout OK')

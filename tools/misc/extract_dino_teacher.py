@@ -10,7 +10,9 @@ paper key names are converted to DinoVim's). Output: ``{'state_dict': ..., 'meta
 - keys ``<name>`` (``--plain``): for ``init_cfg=dict(type='Pretrained', checkpoint=...)`` on the
   backbone itself or ``backbone.load_state_dict``.
 
-``meta`` records the source file and its epoch / iteration when known.
+``meta`` records the source file, its epoch / iteration when known, and the teacher's token
+layout and position-embedding grid (``meta['backbone_layouts']``) when the source records them
+(the paper's files: 'paper').
 
 Usage::
 
@@ -26,8 +28,9 @@ import torch
 from mmengine.runner.checkpoint import _load_checkpoint
 
 import dinomamba_mm  # noqa: F401  (checkpoint loading on torch >= 2.6)
-from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
-    teacher_backbone_state_dict
+from dinomamba_mm.models.backbones import LAYOUT_META_KEY
+from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import (
+    teacher_backbone_layout, teacher_backbone_state_dict)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -51,6 +54,9 @@ def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
                              for key, value in state.items())
     meta = dict(source=source, extracted='teacher backbone',
                 key_prefix=key_prefix)
+    layout = teacher_backbone_layout(checkpoint, state, prefix)
+    if layout is not None:
+        meta[LAYOUT_META_KEY] = {key_prefix.rstrip('.'): layout}
     old_meta = checkpoint.get('meta')
     if isinstance(old_meta, dict):
         meta.update({k: old_meta[k] for k in ('epoch', 'iter') if k in old_meta})

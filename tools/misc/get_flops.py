@@ -2,9 +2,13 @@
 
     python tools/misc/get_flops.py CONFIG [--shape 224 [224]] [--part backbone|model]
 
-FLOPs are counted by torch.utils.flop_counter on what actually runs (matrix products and
-convolutions, 1 multiply-add = 2 FLOPs), so the SSD scan is counted as the chunked algorithm
-executes it; element-wise work is not counted, as in fvcore / mmengine's counters.
+FLOPs follow mmpretrain's convention (that of its metafiles, which ``mim search`` compares ours
+with): one multiply-add counts as one FLOP. They are counted by torch.utils.flop_counter on what
+actually runs (matrix products and convolutions; its count of 2 per multiply-add is halved), so the
+SSD scan is counted as the chunked algorithm executes it; element-wise work is not counted, as in
+fvcore / mmengine's counters. (mmengine's
+``get_model_complexity_info`` traces with torch.jit, where the SSD scan and the depthwise
+convolution are opaque autograd Functions it counts as 0.)
 """
 import argparse
 from typing import Sequence
@@ -16,24 +20,25 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
-    """Return {'params': int, 'flops': int} for one (1, 3, H, W) input."""
+    """Return {'params': int, 'flops': int (multiply-adds)} for one (1, 3, H, W) input."""
     model.eval()
     inputs = torch.zeros(1, 3, *shape)
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(inputs)
     return dict(params=sum(p.numel() for p in model.parameters()),
-                flops=counter.get_total_flops())
+                flops=counter.get_total_flops() // 2)
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs')
-    parser.add_argument('config')
+    parser.add_argument('config', help='config whose model (or backbone) is counted')
     parser.add_argument('--shape', type=int, nargs='+', default=[224],
                         help='input H [W] (default 224)')
     parser.add_argument('--part', choices=['backbone', 'model'], default='backbone',
                         help="'model' runs the whole model's tensor forward")
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override settings of the config, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2):
         parser.error(f'--shape takes H or H W, got {args.shape}')
@@ -57,7 +62,8 @@ def main(argv=None) -> dict:
         model.forward = lambda x: forward(x, mode='tensor')
     result = count(model, shape)
     print(f'config: {args.config}\ninput: 1x3x{shape[0]}x{shape[1]} ({args.part})\n'
-          f'params: {result["params"] / 1e6:.2f} M\nFLOPs: {result["flops"] / 1e9:.2f} G')
+          f'params: {result["params"] / 1e6:.2f} M\n'
+          f'FLOPs: {result["flops"] / 1e9:.2f} G (multiply-adds)')
     return result
 
 

@@ -5,9 +5,11 @@
 
 The output is ``{'state_dict': {prefix + key: tensor}, 'meta': {...}}`` with our DinoVim /
 DinoMambaReg keys (mapping: dinomamba_mm/models/backbones/checkpoint_mapping.py). ``meta`` records
-the source file, teacher / student, the inferred ``arch`` dict, ``num_registers`` and the
-``token_layout`` ('paper') that reproduces the paper's features. Unless ``--no-verify``, the
-result is loaded strictly into a backbone built from the inferred arch first.
+the source file, teacher / student, the inferred ``arch`` dict, ``num_registers`` and, in
+``meta['backbone_layouts']`` (dinomamba_mm/models/backbones/layout_record.py), the token layout
+('paper') and position-embedding grid that reproduce the paper's features; loading the result
+into another token layout is an error. Unless ``--no-verify``, the result is loaded strictly into
+a backbone built from the inferred arch first.
 Load it with ``init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=OUT)`` (strict) or
 mmengine's ``dict(type='Pretrained', checkpoint=OUT, prefix='backbone.')`` (non-strict).
 """
@@ -21,7 +23,8 @@ import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 
 import dinomamba_mm  # noqa: F401  (registers modules; checkpoint-loading shims)
-from dinomamba_mm.models.backbones import (DinoVim, backbone_state_dict, infer_arch,
+from dinomamba_mm.models.backbones import (LAYOUT_META_KEY, DinoVim, backbone_state_dict,
+                                           checkpoint_layout, infer_arch,
                                            load_state_dict_strict)
 
 
@@ -44,12 +47,20 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
     loaded = CheckpointLoader.load_checkpoint(src, map_location='cpu')
     state_dict = backbone_state_dict(loaded, source=source, prefix=None)
     info = infer_arch(state_dict)
+    layout = checkpoint_layout(loaded, '', state_dict)
+    if layout is None:
+        raise ValueError(f'{src} is neither a paper checkpoint (teacher / student state dicts or '
+                         'the paper\'s key names) nor records its token layout; this tool '
+                         'converts the paper\'s files')
     if verify:
-        model = DinoVim(arch=info['arch'], patch_size=info['patch_size'],
-                        num_registers=info['num_registers'], token_layout='paper')
+        img_size = [side * info['patch_size'] for side in layout['pos_embed_grid']]
+        model = DinoVim(arch=info['arch'], img_size=img_size, patch_size=info['patch_size'],
+                        num_registers=info['num_registers'],
+                        token_layout=layout['token_layout'])
         load_state_dict_strict(model, state_dict)
-    meta = dict(source_checkpoint=src, network=source, token_layout='paper',
+    meta = dict(source_checkpoint=src, network=source,
                 converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
+    meta[LAYOUT_META_KEY] = {prefix.rstrip('.'): layout}
     return dict(state_dict=OrderedDict((prefix + k, v) for k, v in state_dict.items()),
                 meta=meta)
 

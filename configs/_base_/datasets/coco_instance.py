@@ -1,6 +1,7 @@
 # COCO 2017 instance segmentation (mmdet scope), data/coco/: large-scale jitter (LSJ) at
 # 1024x1024 as in ViTDet: random resize x [0.1, 2.0], absolute 1024 crop, flip; test resizes the
 # long side to 1024 and pads to 1024x1024.
+# 4 images per GPU (16 GPUs -> the 64 per step of schedule_coco_lsj_100e.py).
 dataset_type = 'CocoDataset'
 data_root = 'data/coco/'
 image_size = (1024, 1024)
@@ -28,7 +29,7 @@ test_pipeline = [
 ]
 
 train_dataloader = dict(
-    batch_size=2,
+    batch_size=4,
     num_workers=4,
     persistent_workers=True,
     sampler=dict(type='InfiniteSampler', shuffle=True),

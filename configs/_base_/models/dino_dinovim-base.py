@@ -1,5 +1,8 @@
 # DINO with a DinoVim-B student (docs/paper.md sections 3-4). Other backbones override `backbone`
 # (and `neck.in_channels` when their width differs).
+# The backbone is the paper's network: token_layout='paper' (Vim: the class token with its position
+# embedding first and a second copy without it in the middle; the position embedding resized with
+# DINO's scale-factor convention). configs/dino/*-interleaved-* train the cleaner layout instead.
 # Checkpoint keys: student `backbone.*` / `neck.*`, EMA teacher `teacher.backbone.*` /
 # `teacher.neck.*` (the model to evaluate), `head.center`, `head.teacher_temp`, `momentum`.
 model = dict(
@@ -16,6 +19,7 @@ model = dict(
         img_size=224,
         patch_size=16,
         out_type='cls_token',
+        token_layout='paper',
         drop_path_rate=0.1),
     neck=dict(
         type='dinomamba_mm.DINOProjectionHead',

@@ -8,6 +8,18 @@
 # clip the norm of all gradients together). bf16 autocast.
 # The EMA teacher has requires_grad=False, so the optimizer constructor (with a
 # paramwise_cfg) leaves it out.
+# Built on configs/_base_/default_runtime.py: a checkpoint every epoch (the 3 newest kept), a log
+# line every 50 iterations, seed 0.
+_base_ = '../default_runtime.py'
+
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=50),
+    # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=1, max_keep_ckpts=3,
+                    save_last=True))
+
+randomness = dict(seed=0)
+
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
@@ -21,20 +33,22 @@ param_scheduler = [
          end=warmup_epochs, convert_to_iter_based=True),
     dict(type='CosineAnnealingLR', T_max=max_epochs - warmup_epochs, eta_min=1e-6,
          by_epoch=True, begin=warmup_epochs, end=max_epochs, convert_to_iter_based=True),
+    # weight decay from the optimizer's 0.04 to 0.4 (eta_min_ratio = 0.4 / 0.04 of each param
+    # group's own value, so the groups without decay stay at 0), cosine per iteration
+    dict(type='CosineAnnealingParamScheduler', param_name='weight_decay', eta_min_ratio=10.0,
+         T_max=max_epochs, by_epoch=True, begin=0, end=max_epochs, convert_to_iter_based=True),
 ]
 auto_scale_lr = dict(base_batch_size=256, enable=True)
 
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
 
-# The schedules mmengine lacks (dinomamba_mm/engine/hooks).
+# What mmengine lacks (dinomamba_mm/engine/hooks).
 custom_hooks = [
     # teacher <- m teacher + (1 - m) student after every step, m cosine 0.996 -> 1
     dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.996, final_momentum=1.0),
     # the paper keeps the teacher temperature at 0.04 (DINO's default: 0.04 -> 0.07 over 30)
     dict(type='dinomamba_mm.DINOTeacherTempHook', warmup_teacher_temp=0.04,
          teacher_temp=0.04, warmup_epochs=0),
-    # from the optimizer's weight_decay (0.04) to 0.4
-    dict(type='dinomamba_mm.CosineWeightDecayHook', final_weight_decay=0.4),
     # no update of the projection head's last layer during the first epoch
     dict(type='dinomamba_mm.FreezeLastLayerHook', freeze_epochs=1,
          module_name='neck.last_layer'),
@@ -43,4 +57,7 @@ custom_hooks = [
     # generator states in the checkpoints, so that --resume continues exactly (drop path,
     # the workers' seeds)
     dict(type='dinomamba_mm.RandomStateHook'),
+    # a step with a NaN / inf loss or gradient is skipped; 6 in a row (or weights made
+    # non-finite) stop the run with an error naming the iteration
+    dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]

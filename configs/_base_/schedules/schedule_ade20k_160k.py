@@ -1,8 +1,10 @@
 # ADE20K UperNet schedule for plain backbones (BEiT / MAE / Vim recipe), mmseg scope:
 # 160k iterations at 16 images per step (8 GPUs x 2), AdamW lr 1e-4, weight decay 0.05 (none on
-# 1-D parameters, position embedding, class / register tokens), layer-wise lr decay
-# (``layer_decay_rate`` per block, set by each backbone's config), 1500 linear warm-up
-# iterations then poly decay (power 1) to 0, bf16 autocast.
+# 1-D parameters, position embedding, class / register tokens), layer-wise lr decay 0.92 per
+# block (Vim's value for the 24-block DinoVim; the 12-block ViT configs set their own), 1500
+# linear warm-up iterations then poly decay (power 1) to 0, bf16 autocast. Built on mmseg's
+# default runtime (scope mmseg), with iteration-based hooks.
+_base_ = 'mmseg::_base_/default_runtime.py'
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
@@ -26,12 +28,21 @@ train_cfg = dict(type='IterBasedTrainLoop', max_iters=160000, val_interval=16000
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbone; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=16000,
-                    max_keep_ckpts=3, save_best='mIoU'),
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', by_epoch=False,
+                    interval=16000, max_keep_ckpts=3, save_best='mIoU'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook'))
 # the learning rate above is for 16 images per step
 auto_scale_lr = dict(enable=False, base_batch_size=16)
+
+# DDP without device ids: the module's own device is used, which is right both for one GPU per
+# process and for CPU processes (tools/dist_train.sh with gloo on a machine without CUDA, where
+# mmengine's default device_ids=[LOCAL_RANK] fails). The other two values are mmengine's
+# defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
+                         broadcast_buffers=False, find_unused_parameters=False)

@@ -1,7 +1,8 @@
 # COCO schedule of ViTDet ("100 epochs" of large-scale jitter), mmdet scope: 184375 iterations
 # at 64 images per step, AdamW lr 1e-4, weight decay 0.1 (none on 1-D parameters, position
-# embedding, class / register tokens), layer-wise lr decay (``layer_decay_rate``, set by each
-# backbone's config), 250 linear warm-up iterations, lr x0.1 at iterations 163889 and 177546,
+# embedding, class / register tokens), layer-wise lr decay 0.8 per block (ViTDet's value for its
+# 24-block ViT-L, used for the 24-block DinoVim; the 12-block ViT configs set their own), 250
+# linear warm-up iterations, lr x0.1 at iterations 163889 and 177546,
 # bf16 autocast. Built on mmdet's default runtime (scope mmdet), with iteration-based hooks.
 _base_ = 'mmdet::_base_/default_runtime.py'
 max_iters = 184375
@@ -29,13 +30,22 @@ train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=in
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbone; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=interval,
-                    max_keep_ckpts=2),
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', by_epoch=False,
+                    interval=interval, max_keep_ckpts=2),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='DetVisualizationHook'))
 log_processor = dict(type='LogProcessor', window_size=50, by_epoch=False)
 # the learning rate above is for 64 images per step
 auto_scale_lr = dict(enable=False, base_batch_size=64)
+
+# DDP without device ids: the module's own device is used, which is right both for one GPU per
+# process and for CPU processes (tools/dist_train.sh with gloo on a machine without CUDA, where
+# mmengine's default device_ids=[LOCAL_RANK] fails). The other two values are mmengine's
+# defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
+                         broadcast_buffers=False, find_unused_parameters=False)

@@ -9,8 +9,11 @@ from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResize
 
 from dinomamba_mm.argument_checks import check_argument as check
 from dinomamba_mm.argument_checks import is_int, is_real, is_real_sequence
+from dinomamba_mm.compat import fix_adjust_hue
 from dinomamba_mm.registry import TRANSFORMS
 from .random_gaussian_blur import RandomGaussianBlur
+
+fix_adjust_hue()  # ColorJitter's hue on numpy >= 2; here so that spawned workers get it too
 
 # Resize interpolations each backend can run (RandomResizedCrop accepts the cv2 set; PIL has no
 # 'area', which would otherwise fail only on the first image).

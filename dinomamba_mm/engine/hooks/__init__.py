@@ -1,11 +1,13 @@
-from .cosine_weight_decay_hook import CosineWeightDecayHook
-from .dino_teacher_ema_hook import DINOTeacherEMAHook
-from .dino_teacher_temp_hook import DINOTeacherTempHook
-from .freeze_last_layer_hook import FreezeLastLayerHook
-from .per_parameter_grad_clip_hook import PerParameterGradClipHook
-from .random_state_hook import RandomStateHook
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = [
-    'CosineWeightDecayHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
-    'PerParameterGradClipHook', 'RandomStateHook'
-]
+__getattr__, __all__ = lazy_exports(__name__, {
+    'BackboneLayoutHook': '.backbone_layout_hook',
+    'DINOTeacherEMAHook': '.dino_teacher_ema_hook',
+    'DINOTeacherTempHook': '.dino_teacher_temp_hook',
+    'FreezeLastLayerHook': '.freeze_last_layer_hook',
+    'NonFiniteStepHook': '.non_finite_step_hook',
+    'PerParameterGradClipHook': '.per_parameter_grad_clip_hook',
+    'RandomStateHook': '.random_state_hook',
+    'ResumableCheckpointHook': '.resumable_checkpoint_hook',
+    'StrictLoadHook': '.strict_load_hook',
+})

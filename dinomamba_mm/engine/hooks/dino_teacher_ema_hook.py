@@ -17,7 +17,9 @@ class DINOTeacherEMAHook(Hook):
     for iteration ``it`` (0-based, the one just trained), as in DINO. It is a pure function
     of the iteration, so a resumed run continues exactly (the value also lands in the model's
     ``momentum`` buffer). Works with plain and DDP-wrapped models (it unwraps ``.module``);
-    the model must provide ``update_teacher(momentum)`` (:class:`dinomamba_mm.DINO`).
+    the model must provide ``update_teacher(momentum)`` (:class:`dinomamba_mm.DINO`). A
+    ``FloatingPointError`` of ``update_teacher`` (a non-finite student) is raised again with
+    the iteration (1-based) in front.
 
     Args:
         base_momentum (float): Momentum at iteration 0. Defaults to 0.996.
@@ -41,4 +43,8 @@ class DINOTeacherEMAHook(Hook):
         if not runner.optim_wrapper.should_update():
             return  # gradient accumulation: the student did not change
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        model.update_teacher(self.momentum(runner.iter, runner.max_iters))
+        try:
+            model.update_teacher(self.momentum(runner.iter, runner.max_iters))
+        except FloatingPointError as error:
+            raise FloatingPointError(f'iteration {runner.iter + 1} of {runner.max_iters}: '
+                                     f'{error}') from None

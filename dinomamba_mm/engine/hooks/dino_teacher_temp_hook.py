@@ -3,7 +3,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import IterBasedTrainLoop
 
-from dinomamba_mm.argument_checks import check_number
+from dinomamba_mm.argument_checks import check_int, check_number
 from dinomamba_mm.registry import HOOKS
 
 
@@ -32,8 +32,7 @@ class DINOTeacherTempHook(Hook):
                  warmup_epochs: int = 0) -> None:
         check_number('warmup_teacher_temp', warmup_teacher_temp, 0, exclusive_minimum=True)
         check_number('teacher_temp', teacher_temp, 0, exclusive_minimum=True)
-        if not isinstance(warmup_epochs, int) or warmup_epochs < 0:
-            raise ValueError(f'warmup_epochs must be an int >= 0, got {warmup_epochs!r}')
+        check_int('warmup_epochs', warmup_epochs, 0)
         self.warmup_teacher_temp = warmup_teacher_temp
         self.teacher_temp = teacher_temp
         self.warmup_epochs = warmup_epochs

@@ -6,6 +6,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import IterBasedTrainLoop
 from torch import nn
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.registry import HOOKS
 
 
@@ -28,8 +29,7 @@ class FreezeLastLayerHook(Hook):
     """
 
     def __init__(self, freeze_epochs: int = 1, module_name: str = 'neck.last_layer') -> None:
-        if not isinstance(freeze_epochs, int) or freeze_epochs < 0:
-            raise ValueError(f'freeze_epochs must be an int >= 0, got {freeze_epochs!r}')
+        check_int('freeze_epochs', freeze_epochs, 0)
         if not isinstance(module_name, str) or not module_name:
             raise TypeError('module_name must be the dotted name of a module (a non-empty '
                             f'str), got {module_name!r}')

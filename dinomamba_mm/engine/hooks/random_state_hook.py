@@ -6,7 +6,6 @@ import numpy as np
 import torch
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
-from mmengine.runner import EpochBasedTrainLoop
 
 from dinomamba_mm.registry import HOOKS
 
@@ -62,11 +61,12 @@ class RandomStateHook(Hook):
     alike (``randomness.diff_rank_seed=False``, mmengine's default) hold the same states, so
     every rank restores them; with ``diff_rank_seed=True`` only rank 0 does.
 
+    Whether the iteration resumed at can be resumed at all (an ``EpochBasedTrainLoop`` resumes
+    only at epoch boundaries) is :class:`ResumableCheckpointHook`'s concern.
+
     Raises:
         ValueError: in ``before_train`` of a resumed run, when the checkpoint has no
-            ``random_states`` (saved without this hook), or when it was saved in the middle
-            of an epoch of an ``EpochBasedTrainLoop``: that loop restarts the epoch from its
-            first batch, so the run would train more iterations than ``max_iters``.
+            ``random_states`` (saved without this hook).
     """
 
     priority = 'VERY_HIGH'  # before any hook of before_train could draw a random number
@@ -88,14 +88,6 @@ class RandomStateHook(Hook):
         loaded, self._loaded = self._loaded, None
         if loaded is None or not runner.iter or runner.iter != loaded['iter']:
             return  # not a resume
-        if isinstance(runner.train_loop, EpochBasedTrainLoop):
-            epoch_length = len(runner.train_dataloader)
-            if runner.iter != runner.epoch * epoch_length:
-                raise ValueError(
-                    f'cannot resume from iteration {runner.iter}: it was saved during epoch '
-                    f'{runner.epoch + 1} ({epoch_length} iterations per epoch), and '
-                    'EpochBasedTrainLoop restarts an epoch from its first batch. Resume from '
-                    'an epoch checkpoint (CheckpointHook with by_epoch=True, the default)')
         if loaded['states'] is None:
             raise ValueError(
                 f"the checkpoint resumed at iteration {runner.iter} has no "

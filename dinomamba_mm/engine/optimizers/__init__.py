@@ -1,3 +1,5 @@
-from .layer_decay_optim_wrapper_constructor import LayerDecayOptimWrapperConstructor
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = ['LayerDecayOptimWrapperConstructor']
+__getattr__, __all__ = lazy_exports(__name__, {
+    'LayerDecayOptimWrapperConstructor': '.layer_decay_optim_wrapper_constructor',
+})

@@ -17,17 +17,24 @@ Two modes:
   equal bins (thresholds t_k = k / T, k = 0..T-1); one ``bincount`` per batch of maps gives the
   foreground / background histograms, from which the area is summed in closed form (no loop over
   thresholds). Equals the exact AUC of the quantised map; its error against the exact mode is at
-  most half the fraction of (fg, bg) pairs that share a bin.
+  most half the fraction of (fg, bg) pairs that share a bin. T is at most
+  ``MAX_NUM_THRESHOLDS``: each map's histograms take T x 16 bytes, and finer bins than that
+  gain nothing over the exact mode. The normalisation works on halved scores, so maps spanning
+  the whole float range (where max - min overflows) are binned right.
 """
-from typing import Tuple, Union
+from typing import Iterator, Tuple, Union
 
 import numpy as np
 import torch
 
+from dinomamba_mm.argument_checks import check_int
+
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
 AUC_MODES = ('exact', 'binned')
-# Pixels quantised per bincount call in binned mode: bounds the temporary buffers (~100 MB).
+MAX_NUM_THRESHOLDS = 1_000_000
+# Pixels (or bins) handled per bincount call in binned mode: bounds the temporary buffers
+# (~100 MB).
 _BINNED_PIXELS_PER_CALL = 1 << 22
 
 
@@ -59,6 +66,9 @@ def _check_inputs(score_map: ArrayLike,
     if mask.shape != scores.shape:
         raise ValueError(f'fg_mask must have the shape of score_map '
                          f'{tuple(scores.shape)}, got {tuple(mask.shape)}')
+    if scores.size == 0:
+        raise ValueError('score_map must hold at least one map of at least one pixel, got '
+                         f'shape {tuple(scores.shape)}')
     single = scores.ndim == 2
     if scores.dtype.itemsize < 4:  # float16: exact in float32, and binning needs the precision
         scores = scores.astype(np.float32)
@@ -135,42 +145,63 @@ def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,
     Args:
         score_map: float scores (H, W) or (N, H, W).
         fg_mask: bool foreground mask of the same shape.
-        num_thresholds: T, the number of bins / thresholds (>= 2).
+        num_thresholds: T, the number of bins / thresholds (in [2, ``MAX_NUM_THRESHOLDS``]).
 
     Returns:
         (fg_hist, bg_hist): int64 arrays (N, T) ((1, T) for a single map).
     """
-    _check_num_thresholds(num_thresholds)
+    check_num_thresholds(num_thresholds)
     scores, mask, _ = _check_inputs(score_map, fg_mask)
-    return _histograms(scores, mask, num_thresholds)
+    fg_hist = np.empty((scores.shape[0], num_thresholds), dtype=np.int64)
+    bg_hist = np.empty_like(fg_hist)
+    for start, fg_block, bg_block in _histogram_blocks(scores, mask, num_thresholds):
+        fg_hist[start:start + len(fg_block)] = fg_block
+        bg_hist[start:start + len(bg_block)] = bg_block
+    return fg_hist, bg_hist
 
 
-def _check_num_thresholds(num_thresholds: int) -> None:
-    if isinstance(num_thresholds, bool) or not isinstance(
-            num_thresholds, (int, np.integer)) or num_thresholds < 2:
-        raise ValueError('num_thresholds must be an integer >= 2, got '
-                         f'{num_thresholds!r}')
+def check_num_thresholds(num_thresholds: int) -> None:
+    """Raise TypeError / ValueError unless ``num_thresholds`` is an int in
+    [2, ``MAX_NUM_THRESHOLDS``]."""
+    try:
+        check_int('num_thresholds', num_thresholds, 2, MAX_NUM_THRESHOLDS)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{error}; for finer thresholds use mode='exact' (the ROC over "
+                          'every distinct score)') from None
 
 
-def _histograms(scores: np.ndarray, mask: np.ndarray,
-                num_thresholds: int) -> Tuple[np.ndarray, np.ndarray]:
+def _bin_indices(block: np.ndarray, num_thresholds: int) -> np.ndarray:
+    """(M, P) scores -> (M, P) int64 bins in [0, T) of the per-map min-max normalised scores.
+
+    Halved scores keep max - min finite even for maps spanning the whole float range (halving
+    is exact), and dividing by the span before scaling by T keeps every step <= T; a constant
+    map goes into bin 0.
+    """
+    half = block * block.dtype.type(0.5)
+    lowest = half.min(axis=1, keepdims=True)
+    span = half.max(axis=1, keepdims=True) - lowest
+    half -= lowest
+    half /= np.where(span > 0, span, 1)
+    half *= num_thresholds
+    bins = half.astype(np.int64)
+    np.minimum(bins, num_thresholds - 1, out=bins)
+    return bins
+
+
+def _histogram_blocks(scores: np.ndarray, mask: np.ndarray,
+                      num_thresholds: int) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
+    """(first map, fg_hist (M, T), bg_hist (M, T)) for blocks of maps of bounded size."""
     num_maps, num_pixels = scores.shape
-    counts = np.empty((num_maps, num_thresholds, 2), dtype=np.int64)
-    maps_per_call = max(1, _BINNED_PIXELS_PER_CALL // max(num_pixels, 1))
+    maps_per_call = max(1, _BINNED_PIXELS_PER_CALL // max(num_pixels, num_thresholds))
     for start in range(0, num_maps, maps_per_call):
         block = scores[start:start + maps_per_call]
-        lowest = block.min(axis=1, keepdims=True)
-        span = block.max(axis=1, keepdims=True) - lowest
-        scale = np.where(span > 0, num_thresholds / np.where(span > 0, span, 1),
-                         0).astype(block.dtype)
-        bins = ((block - lowest) * scale).astype(np.int64)
-        np.minimum(bins, num_thresholds - 1, out=bins)
+        bins = _bin_indices(block, num_thresholds)
         # one bincount for all maps of the block: key = (map, bin, is_fg)
         offsets = np.arange(block.shape[0], dtype=np.int64)[:, None] * num_thresholds
         keys = (bins + offsets) * 2 + mask[start:start + maps_per_call]
-        flat = np.bincount(keys.ravel(), minlength=block.shape[0] * num_thresholds * 2)
-        counts[start:start + block.shape[0]] = flat.reshape(-1, num_thresholds, 2)
-    return counts[..., 1], counts[..., 0]
+        counts = np.bincount(keys.ravel(), minlength=block.shape[0] * num_thresholds * 2)
+        counts = counts.reshape(-1, num_thresholds, 2)
+        yield start, counts[..., 1], counts[..., 0]
 
 
 def auc_from_histograms(fg_hist: np.ndarray, bg_hist: np.ndarray) -> np.ndarray:
@@ -227,7 +258,8 @@ def binary_auc(score_map: ArrayLike,
         fg_mask: bool, same shape; True = foreground.
         mode: ``'exact'`` (rank-based, equal to ``sklearn.metrics.roc_auc_score``) or
             ``'binned'`` (``num_thresholds`` equal bins of the min-max normalised map).
-        num_thresholds: T for ``'binned'`` (>= 2); ignored by ``'exact'``.
+        num_thresholds: T for ``'binned'`` (in [2, ``MAX_NUM_THRESHOLDS``]); ignored by
+            ``'exact'``.
 
     Returns:
         A float for one (H, W) map, else a float64 ndarray (N,). Never NaN: a map without a
@@ -236,11 +268,12 @@ def binary_auc(score_map: ArrayLike,
     if mode not in AUC_MODES:
         raise ValueError(f'mode must be one of {AUC_MODES}, got {mode!r}')
     if mode == 'binned':
-        _check_num_thresholds(num_thresholds)
+        check_num_thresholds(num_thresholds)
     scores, mask, single = _check_inputs(score_map, fg_mask)
     if mode == 'exact':
         aucs = np.array([_exact_auc(s, m) for s, m in zip(scores, mask)],
                         dtype=np.float64)
     else:
-        aucs = auc_from_histograms(*_histograms(scores, mask, num_thresholds))
+        aucs = np.concatenate([auc_from_histograms(fg, bg) for _, fg, bg in
+                               _histogram_blocks(scores, mask, num_thresholds)])
     return float(aucs[0]) if single else aucs

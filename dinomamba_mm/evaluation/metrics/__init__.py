@@ -1,5 +1,9 @@
-from .binary_auc import BinaryAUC, label_map, maps_at_label_size
-from .class_subset_accuracy import ClassSubsetAccuracy
-from .real_accuracy import ReaLAccuracy
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = ['BinaryAUC', 'ClassSubsetAccuracy', 'ReaLAccuracy', 'label_map', 'maps_at_label_size']
+__getattr__, __all__ = lazy_exports(__name__, {
+    'BinaryAUC': '.binary_auc',
+    'label_map': '.binary_auc',
+    'maps_at_label_size': '.binary_auc',
+    'ClassSubsetAccuracy': '.class_subset_accuracy',
+    'ReaLAccuracy': '.real_accuracy',
+})

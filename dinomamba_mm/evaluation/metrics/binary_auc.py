@@ -9,7 +9,7 @@ from mmengine.logging import print_log
 
 from dinomamba_mm.registry import METRICS
 from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
-                                     binary_auc_histograms)
+                                     binary_auc_histograms, check_num_thresholds)
 
 # Maps upsampled per interpolate call: bounds the float32 buffer (64 maps of 512 x 512 = 64 MB).
 _MAPS_PER_CALL = 64
@@ -52,7 +52,8 @@ class BinaryAUC(BaseMetric):
 
     Args:
         mode: 'exact' (rank-based, equal to sklearn's roc_auc_score) or 'binned'.
-        num_thresholds: T of the binned mode and of the pooled histograms.
+        num_thresholds: T of the binned mode and of the pooled histograms, at most
+            ``MAX_NUM_THRESHOLDS`` (10**6).
         background_ids: label ids counted as background.
         ignore_ids: label ids left out.
         pooled: also report pooled-pixel AUCs; costs num_layers * K * T * 8 bytes per image
@@ -76,9 +77,7 @@ class BinaryAUC(BaseMetric):
         super().__init__(collect_device=collect_device, prefix=prefix)
         if mode not in AUC_MODES:
             raise ValueError(f'mode must be one of {AUC_MODES}, got {mode!r}')
-        if isinstance(num_thresholds, bool) or not isinstance(num_thresholds, int) \
-                or num_thresholds < 2:
-            raise ValueError(f'num_thresholds must be an int >= 2, got {num_thresholds!r}')
+        check_num_thresholds(num_thresholds)
         self.background_ids = _as_ids(background_ids, 'background_ids')
         self.ignore_ids = _as_ids(ignore_ids, 'ignore_ids')
         overlap = set(self.background_ids.tolist()) & set(self.ignore_ids.tolist())

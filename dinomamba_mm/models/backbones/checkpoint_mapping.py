@@ -22,9 +22,11 @@ under ``head.`` and is dropped. Backbone keys, paper -> ours:
                                     DINO, whose features skip it
 =================================  ===================================================
 
-Vim checkpoints need ``token_layout='paper'`` to reproduce the paper's features (MambaR's layout
-is DinoMambaReg's default). The converter (tools/model_converters/dinomamba_to_mmpretrain.py)
-and the ``dinomamba_mm.PaperCheckpoint`` initializer both go through this module.
+The paper's checkpoints reproduce its features with ``token_layout='paper'`` (Vim: its token
+order; both: DINO's resize convention) and, for MambaR, ``img_size=112`` (its 7x7 table);
+loading them into another token layout is an error (``layout_record.py``). The converter
+(tools/model_converters/dinomamba_to_mmpretrain.py) and the ``dinomamba_mm.PaperCheckpoint``
+initializer both go through this module.
 """
 from collections import OrderedDict
 from typing import Dict, Mapping, Optional

@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import logging
 import math
 from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -7,12 +8,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.logging import print_log
+from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
-from mmpretrain.models.backbones.base_backbone import BaseBackbone
 from torch.utils.checkpoint import checkpoint
 
+from dinomamba_mm.argument_checks import check_indices, check_int, is_int
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
+from .backbone_checks import check_backbone_args, check_image_input
+from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
@@ -70,7 +75,7 @@ def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int,
 
 
 @MODELS.register_module()
-class DinoVim(BaseBackbone):
+class DinoVim(BaseModule):
     """Vision Mamba with bidirectional Mamba-2 mixers (DinoVim of "RNN as Linear Transformer").
 
     image -> patch embedding (+ absolute position embedding, resized bicubically to the input's
@@ -85,7 +90,9 @@ class DinoVim(BaseBackbone):
             or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
             optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (256).
         img_size: input size the position embedding is stored for (any multiple of the patch
-            size runs; the embedding is resized per input).
+            size runs; the embedding is resized per input). The paper's Vim stores 224 (14x14),
+            its MambaR 112 (a 7x7 table); a loaded table of another grid is resampled once at
+            load, with a warning.
         patch_size: patch size and stride of the patch embedding.
         in_channels: input channels.
         out_indices: block indices to output (int or sequence; negative counts from the end).
@@ -111,8 +118,9 @@ class DinoVim(BaseBackbone):
             checkpoints give its features: with a class token, the class token plus its
             position embedding first, then the patches, and a second copy of the class token
             WITHOUT position embedding inserted at index M // 2 of those M = N + 1 tokens (read
-            there); with registers it equals 'interleaved'. 'paper' also resizes the position
-            embedding with DINO's scale-factor convention (see ``resize_pos_embed``).
+            there); with registers its token order equals 'interleaved'. 'paper' also resizes
+            the position embedding with DINO's scale-factor convention (see
+            ``resize_pos_embed``), so the paper's MambaR needs it too.
         pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size;
             otherwise such inputs raise a ValueError.
         interpolate_mode: interpolation of the position embedding.
@@ -131,7 +139,9 @@ class DinoVim(BaseBackbone):
             in segments of at most this many tokens: less memory, same result, a little
             slower; the UperNet / Cascade Mask R-CNN configs set 512).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
-            checkpoint=...)`` (strict). Random initialisation happens at construction.
+            checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
+            :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
+            Random initialisation happens at construction.
 
     Analysis hooks: :meth:`mixer_inputs` gives the normalised tokens entering chosen blocks'
     mixers, for ``self.layers[i].mixer.ssd_inputs`` / ``.mixing_matrices``.
@@ -168,7 +178,7 @@ class DinoVim(BaseBackbone):
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(init_cfg)
+        super().__init__(checked_pretrained_cfg(init_cfg))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
@@ -183,9 +193,8 @@ class DinoVim(BaseBackbone):
         if token_layout not in TOKEN_LAYOUTS:
             raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
                              f'{token_layout!r}')
-        if isinstance(num_registers, bool) or not isinstance(num_registers, int) \
-                or num_registers < 0:
-            raise ValueError(f'num_registers must be an int >= 0, got {num_registers!r}')
+        check_int('num_registers', num_registers, 0)
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -277,25 +286,13 @@ class DinoVim(BaseBackbone):
             raise TypeError(f'register_positions must be a sequence of ints, got {positions!r}')
         positions = tuple(positions)
         if len(positions) != self.num_extra_tokens or len(set(positions)) != len(positions) \
-                or not all(isinstance(p, int) and p >= 0 for p in positions):
+                or not all(is_int(p) and p >= 0 for p in positions):
             raise ValueError(f'register_positions must hold {self.num_extra_tokens} distinct '
                              f'ints >= 0 (one per class / register token), got {positions}')
         return positions
 
     def _parse_out_indices(self, out_indices, name: str = 'out_indices') -> List[int]:
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        if not isinstance(out_indices, Sequence):
-            raise TypeError(f'{name} must be an int or a sequence of ints, got '
-                            f'{type(out_indices).__name__}')
-        parsed = []
-        for index in out_indices:
-            resolved = index + self.num_layers if index < 0 else index
-            if not 0 <= resolved < self.num_layers:
-                raise ValueError(f'{name} entry {index} is out of range for '
-                                 f'{self.num_layers} layers')
-            parsed.append(resolved)
-        return parsed
+        return check_indices(name, out_indices, self.num_layers)
 
     def _init_parameters(self) -> None:
         """Random init of the paper code (Vim / Mamba-2), done at construction."""
@@ -330,6 +327,13 @@ class DinoVim(BaseBackbone):
         state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
                                             self.num_extra_tokens, self.interpolate_mode,
                                             self.resize_convention)
+        grid = 'x'.join(map(str, self.patch_resolution))
+        print_log(f'{name}: the loaded table is for a {side}x{side} patch grid, this '
+                  f'{type(self).__name__} stores {grid}: resampled to {grid} now '
+                  f'({self.interpolate_mode}, {self.resize_convention!r} convention) and again '
+                  'to each input grid, which differs from resampling the checkpoint\'s table '
+                  f'once per input (build with img_size={side * self.patch_size} for that)',
+                  logger='current', level=logging.WARNING)
 
     # ------------------------------------------------------------------------------ freezing
     def _frozen_modules(self) -> List[nn.Module]:
@@ -381,13 +385,8 @@ class DinoVim(BaseBackbone):
 
     # ------------------------------------------------------------------------------- forward
     def _pad_or_check(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4:
-            raise ValueError(f'input must be (B, C, H, W), got shape {tuple(x.shape)}')
-        height, width = x.shape[-2:]
-        if (height % self.patch_size or width % self.patch_size) and not self.pad_to_patch:
-            raise ValueError(f'input size {height}x{width} (shape {tuple(x.shape)}) is not a '
-                             f'multiple of the patch size {self.patch_size}; resize it or set '
-                             'pad_to_patch=True')
+        check_image_input(x, self.patch_embed.projection.in_channels, self.patch_size,
+                          self.pad_to_patch)
         return x
 
     def token_plan(self, patch_resolution: Tuple[int, int],
@@ -430,14 +429,16 @@ class DinoVim(BaseBackbone):
         patches = x[:, plan['patches']]
         if self.out_type == 'avg_featmap':
             return patches.mean(dim=1)
-        return patches.reshape(x.shape[0], *hw, -1).permute(0, 3, 1, 2)
+        return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W) -> tuple of one output per ``out_indices`` entry (see out_type)."""
+        """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type)."""
         x, hw, plan = self._embed(inputs)
         outs = []
         for i, layer in enumerate(self.layers):
-            if self.with_cp and torch.is_grad_enabled():
+            if not len(x):  # an empty batch (B = 0) has nothing to mix: it passes every block
+                hidden = x
+            elif self.with_cp and torch.is_grad_enabled():
                 x, hidden = checkpoint(layer, x, use_reentrant=False)
             else:
                 x, hidden = layer(x)
@@ -475,7 +476,8 @@ class DinoVim(BaseBackbone):
         for i, layer in enumerate(self.layers[:max(wanted) + 1]):
             if i in wanted:
                 tokens[i] = layer.mixer_input(x)
-            x, _ = layer(x)
+            if len(x):
+                x, _ = layer(x)
         return dict(tokens=tokens, patch_resolution=hw, read=plan['read'],
                     patches=plan['patches'])
 
@@ -486,11 +488,11 @@ class DinoMambaReg(DinoVim):
 
     ``num_registers`` (12 by default) register tokens, each with its own position embedding,
     are spread evenly among the patches (or put at ``register_positions``); the 'cls_token'
-    output is their mean. All other arguments are :class:`DinoVim`'s.
+    output is their mean. All other arguments are :class:`DinoVim`'s. The paper's MambaR is
+    ``token_layout='paper', img_size=112``: a 7x7 table resampled to each input's grid.
     """
 
     def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,
                  **kwargs) -> None:
-        if num_registers < 1:
-            raise ValueError(f'DinoMambaReg needs num_registers >= 1, got {num_registers}')
+        check_int('num_registers', num_registers, 1)
         super().__init__(arch=arch, num_registers=num_registers, **kwargs)

@@ -1,12 +1,14 @@
 """A frozen backbone for linear probing, optionally loaded from a DINO checkpoint's teacher."""
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 from mmengine.model import BaseModule
+from mmengine.runner.checkpoint import _load_checkpoint
 
-from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
-    load_teacher_backbone
+from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import (
+    teacher_backbone_layout, teacher_backbone_path, teacher_backbone_state_dict)
 from dinomamba_mm.registry import MODELS
+from .layout_record import check_layout
 
 
 @MODELS.register_module()
@@ -18,7 +20,8 @@ class FrozenBackbone(BaseModule):
     dropout) and runs under ``torch.no_grad()``. :meth:`init_weights` first lets the backbone
     initialise itself, then, when ``checkpoint`` is given, loads the teacher backbone of that
     DINO checkpoint strictly (every key must match); with ``checkpoint=None`` the backbone keeps
-    its random initialisation (the random-init baseline).
+    its random initialisation (the random-init baseline). A token layout recorded in the
+    checkpoint (the paper's raw files: 'paper') must be the backbone's.
 
     The wrapped module is ``self.backbone``, so in a classifier's state dict its keys read
     ``backbone.backbone.*``.
@@ -44,11 +47,27 @@ class FrozenBackbone(BaseModule):
         self.backbone.requires_grad_(False)
         self.backbone.eval()
 
+    def checkpoint_state_dict(self) -> Dict[str, torch.Tensor]:
+        """The backbone weights of ``checkpoint`` (keys as in ``self.backbone``).
+
+        Raises:
+            ValueError: when the checkpoint records another token layout than the backbone's
+                (see :mod:`.layout_record`; the paper's raw files are 'paper').
+        """
+        if self.checkpoint is None:
+            raise ValueError(f'this FrozenBackbone ({type(self.backbone).__name__}) has no '
+                             'checkpoint to take the backbone weights from')
+        loaded = _load_checkpoint(self.checkpoint, map_location='cpu')
+        state = teacher_backbone_state_dict(loaded, self.prefix, source=self.checkpoint)
+        check_layout(self.backbone, teacher_backbone_layout(loaded, state, self.prefix),
+                     self.checkpoint, teacher_backbone_path(loaded, self.prefix))
+        return state
+
     def init_weights(self) -> None:
         super().init_weights()
         if self.checkpoint is None:
             return
-        state = load_teacher_backbone(self.checkpoint, self.prefix)
+        state = self.checkpoint_state_dict()
         try:
             result = self.backbone.load_state_dict(state, strict=False)
         except RuntimeError as error:  # shape mismatches

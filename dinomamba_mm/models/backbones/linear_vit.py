@@ -1,13 +1,16 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
+from dinomamba_mm.argument_checks import check_indices
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
+from .backbone_checks import check_backbone_args, check_image_input
+from .checked_pretrained import checked_pretrained_cfg
 
 
 @MODELS.register_module()
@@ -23,9 +26,15 @@ class LinearViT(VisionTransformer):
         arch: any of ViT's names ('base' 86M parameters with the 224 position embedding,
             'small' = ViT's 768-wide 8-layer model, 'deit-small' = DINO's ViT-S/16, ...), plus
             'tiny' / 't' = ViT-T/16 (192 wide, 12 layers, 3 heads), or a custom dict.
+        img_size, patch_size, in_channels, out_indices, drop_rate, drop_path_rate: as in
+            ``VisionTransformer``, checked as in :class:`DinoVim` (same messages).
         norm_eval: keep the LayerNorms in eval mode during training.
         attn_drop_rate: must be 0 (there is no attention matrix to drop).
-        **kwargs: ``VisionTransformer``'s arguments.
+        pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size
+            (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
+        init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
+            (a checkpoint that fits nothing is an error).
+        **kwargs: ``VisionTransformer``'s other arguments.
 
     Analysis: :meth:`phi_qk` returns phi(Q), phi(K) per head of chosen layers.
     """
@@ -39,16 +48,43 @@ class LinearViT(VisionTransformer):
         }),
     }
 
-    def __init__(self, *args, norm_eval: bool = False, attn_drop_rate: float = 0.,
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 img_size: Union[int, Tuple[int, int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 norm_eval: bool = False,
+                 attn_drop_rate: float = 0.,
+                 pad_to_patch: bool = False,
                  **kwargs) -> None:
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')
-        super().__init__(*args, **kwargs)
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
+        num_layers = self._num_layers(arch)
+        if num_layers is not None:  # else ViT names the bad arch
+            out_indices = check_indices('out_indices', out_indices, num_layers)
+        kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
+        super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
+                         in_channels=in_channels, out_indices=out_indices,
+                         drop_rate=drop_rate, drop_path_rate=drop_path_rate, **kwargs)
         self.norm_eval = norm_eval
-        self._use_linear_attention(kwargs)
+        self.pad_to_patch = pad_to_patch
+        self.patch_size = patch_size
+        self._use_linear_attention(dict(kwargs, drop_rate=drop_rate,
+                                        drop_path_rate=drop_path_rate))
         if self.frozen_stages > 0:
             self._freeze_stages()
+
+    @classmethod
+    def _num_layers(cls, arch: Union[str, dict]) -> Optional[int]:
+        """Depth of ``arch`` before ViT parses it; None when it is not a known arch."""
+        if isinstance(arch, str):
+            return cls.arch_zoo.get(arch.lower(), {}).get('num_layers')
+        return arch.get('num_layers') if isinstance(arch, dict) else None
 
     def _use_linear_attention(self, kwargs: dict) -> None:
         """Replace each layer's softmax attention by linear attention with the same settings."""
@@ -91,6 +127,21 @@ class LinearViT(VisionTransformer):
                     module.eval()
         return self
 
+    def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """(B, C, H, W) -> ViT's outputs (see ``out_type``); B may be 0."""
+        self._check_input(inputs)
+        return super().forward(inputs)
+
+    def _check_input(self, inputs: torch.Tensor) -> None:
+        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
+                          self.pad_to_patch)
+
+    def _format_output(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+        if self.out_type == 'featmap':  # ViT's reshape(B, h, w, -1) is ambiguous for B = 0
+            patches = x[:, self.num_extra_tokens:]
+            return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
+        return super()._format_output(x, hw)
+
     @torch.no_grad()
     def phi_qk(self, inputs: torch.Tensor,
                layer_indices: Sequence[int]) -> Dict[int, Tuple[torch.Tensor, torch.Tensor]]:
@@ -100,10 +151,10 @@ class LinearViT(VisionTransformer):
             {layer index: (phi_q, phi_k)}, each (B, heads, L, head_dims) over the full sequence
             (class token first).
         """
-        wanted = sorted({i + self.num_layers if i < 0 else i for i in layer_indices})
-        if not wanted or wanted[0] < 0 or wanted[-1] >= self.num_layers:
-            raise ValueError(f'layer_indices {list(layer_indices)} out of range for '
-                             f'{self.num_layers} layers')
+        wanted = sorted(set(check_indices('layer_indices', layer_indices, self.num_layers)))
+        if not wanted:
+            raise ValueError('layer_indices must name at least one layer')
+        self._check_input(inputs)
         x, patch_resolution = self.patch_embed(inputs)
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)

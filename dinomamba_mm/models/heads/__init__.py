@@ -1,4 +1,6 @@
-from .dino_loss_head import DINOLossHead
-from .dino_projection_head import DINOProjectionHead
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = ['DINOLossHead', 'DINOProjectionHead']
+__getattr__, __all__ = lazy_exports(__name__, {
+    'DINOLossHead': '.dino_loss_head',
+    'DINOProjectionHead': '.dino_projection_head',
+})

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from mmengine import dist
 from mmengine.model import BaseModule
 
+from dinomamba_mm.argument_checks import check_int, check_number
 from dinomamba_mm.registry import MODELS
 
 
@@ -26,6 +27,10 @@ class DINOLossHead(BaseModule):
     teacher crops, all processes)::
 
         center <- center_momentum * center + (1 - center_momentum) * mean(t)
+
+    unless that mean holds a NaN or an infinity (a NaN pixel in one crop, a diverging teacher,
+    on any process): the centre then keeps its value, so it never becomes non-finite. The
+    step itself is skipped by :class:`NonFiniteStepHook`.
 
     ``center`` and ``teacher_temp`` are buffers, so they live in checkpoints and a resumed run
     continues exactly. ``teacher_temp`` is set by :class:`DINOTeacherTempHook` when the
@@ -63,18 +68,13 @@ class DINOLossHead(BaseModule):
                  sinkhorn_iterations: int = 3,
                  init_cfg=None) -> None:
         super().__init__(init_cfg=init_cfg)
-        if not isinstance(out_channels, int) or out_channels < 1:
-            raise ValueError(f'out_channels must be a positive int, got {out_channels!r}')
-        if student_temp <= 0 or teacher_temp <= 0:
-            raise ValueError('temperatures must be > 0, got '
-                             f'student_temp={student_temp}, teacher_temp={teacher_temp}')
-        if not 0.0 <= center_momentum <= 1.0:
-            raise ValueError(f'center_momentum must be in [0, 1], got {center_momentum}')
+        check_int('out_channels', out_channels, 1)
+        check_number('student_temp', student_temp, 0, exclusive_minimum=True)
+        check_number('teacher_temp', teacher_temp, 0, exclusive_minimum=True)
+        check_number('center_momentum', center_momentum, 0, 1)
         if centering not in self.CENTERINGS:
             raise ValueError(f'centering must be one of {self.CENTERINGS}, got {centering!r}')
-        if not isinstance(sinkhorn_iterations, int) or sinkhorn_iterations < 1:
-            raise ValueError('sinkhorn_iterations must be a positive int, '
-                             f'got {sinkhorn_iterations!r}')
+        check_int('sinkhorn_iterations', sinkhorn_iterations, 1)
         self.centering = centering
         self.sinkhorn_iterations = sinkhorn_iterations
         self.student_temp = student_temp
@@ -157,10 +157,13 @@ class DINOLossHead(BaseModule):
 
     @torch.no_grad()
     def update_center(self, teacher_scores: torch.Tensor) -> None:
-        """EMA of the centre with the mean of ``teacher_scores`` (N, K) over all processes."""
+        """EMA of the centre with the mean of ``teacher_scores`` (N, K) over all processes;
+        a non-finite mean leaves the centre unchanged (decided alike on every process, after
+        the all-reduce)."""
         stats = torch.cat([teacher_scores.float().sum(dim=0),
                            teacher_scores.new_tensor([teacher_scores.shape[0]], dtype=torch.float)])
         dist.all_reduce(stats, op='sum')
         batch_center = (stats[:-1] / stats[-1]).unsqueeze(0)
-        self.center.mul_(self.center_momentum).add_(batch_center,
-                                                    alpha=1.0 - self.center_momentum)
+        updated = self.center * self.center_momentum + batch_center * (1.0 - self.center_momentum)
+        # torch.where, not an if: no host sync per step
+        self.center.copy_(torch.where(torch.isfinite(batch_center).all(), updated, self.center))

@@ -8,6 +8,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.registry import MODELS
 
 
@@ -52,8 +53,7 @@ class DINOProjectionHead(BaseModule):
                             ('hidden_channels', hidden_channels),
                             ('bottleneck_channels', bottleneck_channels),
                             ('num_layers', num_layers)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f'{name} must be a positive int, got {value!r}')
+            check_int(name, value, 1)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.norm_last_layer = norm_last_layer

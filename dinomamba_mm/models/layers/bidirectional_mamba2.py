@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
@@ -97,9 +98,8 @@ class BidirectionalMamba2Mixer(nn.Module):
             raise ValueError(f'expand * embed_dims = {d_inner} must be a multiple of headdim='
                              f'{headdim}')
         num_heads = d_inner // headdim
-        if segment_len is not None and (isinstance(segment_len, bool)
-                                        or not isinstance(segment_len, int) or segment_len < 1):
-            raise ValueError(f'segment_len must be None or an int >= 1, got {segment_len!r}')
+        if segment_len is not None:
+            check_int('segment_len', segment_len, 1)
         if ngroups <= 0 or num_heads % ngroups != 0:
             raise ValueError(f'ngroups={ngroups} must divide the number of heads {num_heads}')
         low, high = A_init_range

@@ -1,1 +1,3 @@
-from .linear_probe_neck import LinearProbeNeck  # noqa: F401
+from dinomamba_mm.lazy_exports import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {'LinearProbeNeck': '.linear_probe_neck'})

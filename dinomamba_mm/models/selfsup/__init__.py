@@ -1,3 +1,3 @@
-from .dino import DINO
+from dinomamba_mm.lazy_exports import lazy_exports
 
-__all__ = ['DINO']
+__getattr__, __all__ = lazy_exports(__name__, {'DINO': '.dino'})

@@ -8,6 +8,9 @@ from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
 
+from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.checkpoints import check_checkpoint_file
+from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import MODELS
 
 
@@ -65,9 +68,7 @@ class DINO(BaseSelfSupervisor):
         if neck is None or head is None:
             raise ValueError('DINO needs a projection head (neck) and a loss head (head), '
                              f'got neck={neck!r}, head={head!r}')
-        if not isinstance(num_teacher_crops, int) or num_teacher_crops < 1:
-            raise ValueError(f'num_teacher_crops must be a positive int, '
-                             f'got {num_teacher_crops!r}')
+        check_int('num_teacher_crops', num_teacher_crops, 1)
         super().__init__(backbone=backbone, neck=neck, head=head, pretrained=pretrained,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.num_teacher_crops = num_teacher_crops
@@ -92,6 +93,7 @@ class DINO(BaseSelfSupervisor):
         if (isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
                 and init_cfg.get('prefix') is None):
             checkpoint = init_cfg['checkpoint']
+            check_checkpoint_file(checkpoint, 'pretrained DINO checkpoint')
             try:
                 load_checkpoint(self, checkpoint, map_location='cpu', strict=True,
                                 logger='current')
@@ -117,9 +119,15 @@ class DINO(BaseSelfSupervisor):
 
         Parameters are averaged, buffers are copied from the student. ``momentum`` is stored
         in the ``momentum`` buffer.
+
+        Raises:
+            FloatingPointError: naming the student tensors, when a student parameter or
+                floating-point buffer holds a NaN or an infinity; the teacher is left
+                unchanged, so it never becomes non-finite.
         """
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f'momentum must be in [0, 1], got {momentum}')
+        self._check_student_finite()
         self.momentum.fill_(momentum)
         for name in ('backbone', 'neck'):
             student, teacher = getattr(self, name), self.teacher[name]
@@ -129,6 +137,20 @@ class DINO(BaseSelfSupervisor):
             torch._foreach_add_(teacher_params, student_params, alpha=1.0 - momentum)
             for t_buf, s_buf in zip(teacher.buffers(), student.buffers()):
                 t_buf.copy_(s_buf)
+
+    def _check_student_finite(self) -> None:
+        named = [(f'{name}.{key}', tensor.detach())
+                 for name in ('backbone', 'neck')
+                 for key, tensor in getattr(self, name).state_dict(keep_vars=True).items()
+                 if tensor.is_floating_point()]
+        bad = non_finite_tensors([tensor for _, tensor in named])
+        if bad:
+            names = [named[i][0] for i in bad]
+            raise FloatingPointError(
+                f'{len(bad)} of {len(named)} student tensors hold NaN or inf '
+                f'({", ".join(names[:5])}{", ..." if len(names) > 5 else ""}); the teacher '
+                'was not updated. Add dinomamba_mm.NonFiniteStepHook to custom_hooks to skip '
+                'non-finite steps before they reach the weights')
 
     def extract_feat(self, inputs: torch.Tensor):
         """Teacher backbone features of (B, 3, H, W) images (the model to evaluate/export)."""

@@ -15,8 +15,9 @@ a plain backbone state dict.
 
 Backbone weights in the Dino-Mamba paper's key layout (``patch_embed.proj.*``, MambaR's
 ``pos_embed_cls``) are renamed to DinoVim / DinoMambaReg keys through the backbone's
-:mod:`~dinomamba_mm.models.backbones.checkpoint_mapping` (DinoVim then needs
-``token_layout='paper'`` to give the paper's features).
+:mod:`~dinomamba_mm.models.backbones.checkpoint_mapping` (the backbone then needs
+``token_layout='paper'``, and MambaR ``img_size=112``, to give the paper's features;
+:func:`teacher_backbone_layout` tells what a checkpoint records).
 """
 from collections import OrderedDict
 from typing import Dict, Mapping, Optional
@@ -25,8 +26,10 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import _load_checkpoint
 
+from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.models.backbones.checkpoint_mapping import (is_paper_layout,
                                                               paper_to_ours)
+from dinomamba_mm.models.backbones.layout_record import checkpoint_layout
 
 TEACHER_PREFIX = 'teacher.backbone.'
 BACKBONE_PREFIX = 'backbone.'
@@ -47,6 +50,12 @@ def _describe_keys(checkpoint: Mapping, limit: int = 12) -> str:
         if len(state) > limit:
             described += f' ... ({len(state)} in all)'
     return described
+
+
+def _detected_prefix(state_dict: Mapping) -> str:
+    """The teacher backbone's key prefix in an mmengine checkpoint's state dict."""
+    teacher = any(key.startswith('teacher.') for key in state_dict)
+    return TEACHER_PREFIX if teacher else BACKBONE_PREFIX
 
 
 def teacher_backbone_state_dict(
@@ -83,7 +92,7 @@ def teacher_backbone_state_dict(
                          f'{_describe_keys(checkpoint)}')
     if prefix is not None:
         state = _with_prefix(state_dict, prefix)
-    elif any(key.startswith('teacher.') for key in state_dict):
+    elif _detected_prefix(state_dict) == TEACHER_PREFIX:
         state = _with_prefix(state_dict, TEACHER_PREFIX)
         prefix = TEACHER_PREFIX
     else:
@@ -107,5 +116,29 @@ def load_teacher_backbone(filename: str, prefix: Optional[str] = None,
 
     See :func:`teacher_backbone_state_dict` for ``prefix`` and the layouts.
     """
+    check_checkpoint_file(filename)
     checkpoint = _load_checkpoint(filename, map_location=map_location)
     return teacher_backbone_state_dict(checkpoint, prefix, source=filename)
+
+
+def teacher_backbone_path(checkpoint: Mapping, prefix: Optional[str] = None) -> str:
+    """Where :func:`teacher_backbone_state_dict` takes the weights from: the module path of the
+    teacher backbone ('teacher.backbone', 'backbone', '' for a plain state dict), or 'teacher'
+    for the DINO reference code's (and the paper's) files."""
+    if prefix is None and isinstance(checkpoint.get('teacher'), Mapping):
+        return 'teacher'
+    if prefix is None:
+        prefix = _detected_prefix(checkpoint.get('state_dict', checkpoint))
+    return prefix.rstrip('.')
+
+
+def teacher_backbone_layout(checkpoint: Mapping, state: Mapping,
+                            prefix: Optional[str] = None) -> Optional[dict]:
+    """The recorded token layout of the teacher backbone (see ``layout_record``), or None.
+
+    Args:
+        checkpoint: what ``torch.load`` returned.
+        state: its teacher backbone's weights, from :func:`teacher_backbone_state_dict`.
+        prefix: as given to :func:`teacher_backbone_state_dict`.
+    """
+    return checkpoint_layout(checkpoint, teacher_backbone_path(checkpoint, prefix), state)

@@ -10,9 +10,8 @@ from mmengine.runner import IterBasedTrainLoop
 from torch import nn
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.engine.hooks import (CosineWeightDecayHook, DINOTeacherEMAHook,
-                                       DINOTeacherTempHook, FreezeLastLayerHook,
-                                       PerParameterGradClipHook)
+from dinomamba_mm.engine.hooks import (DINOTeacherEMAHook, DINOTeacherTempHook,
+                                       FreezeLastLayerHook, PerParameterGradClipHook)
 from dinomamba_mm.engine.hooks.per_parameter_grad_clip_hook import clip_each_gradient_
 from dinomamba_mm.registry import HOOKS
 
@@ -42,8 +41,7 @@ class _EMAModel(nn.Module):
 
 
 def test_hooks_registered():
-    for name in ('DINOTeacherEMAHook', 'DINOTeacherTempHook', 'CosineWeightDecayHook',
-                 'FreezeLastLayerHook'):
+    for name in ('DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook'):
         assert HOOKS.get(name) is not None
 
 
@@ -100,51 +98,6 @@ def test_epoch_schedules_refuse_iter_based_loops():
     DINOTeacherTempHook(warmup_epochs=0).before_train(runner)
     with pytest.raises(ValueError, match='freeze_epochs=1'):
         FreezeLastLayerHook(freeze_epochs=1).before_train(runner)
-
-
-def _two_group_optim(weight_decay=0.04):
-    torch.manual_seed(0)
-    net = nn.Linear(3, 2)
-    optimizer = torch.optim.AdamW([
-        dict(params=[net.weight]),
-        dict(params=[net.bias], weight_decay=0.),
-    ], lr=0.1, weight_decay=weight_decay)
-    return net, OptimWrapper(optimizer)
-
-
-def test_weight_decay_schedule_and_resume():
-    epochs, niter = 2, 5
-    expected = dino_cosine(0.04, 0.4, epochs, niter)
-    _, optim = _two_group_optim()
-    runner = SimpleNamespace(optim_wrapper=optim, max_iters=epochs * niter)
-    hook = CosineWeightDecayHook(final_weight_decay=0.4)
-    hook.before_train(runner)
-    got, saved = [], None
-    for it in range(epochs * niter):
-        runner.iter = it
-        hook.before_train_iter(runner, batch_idx=it)
-        got.append([g['weight_decay'] for g in optim.optimizer.param_groups])
-        if it == 6:
-            saved = optim.state_dict()
-    got = np.array(got)
-    np.testing.assert_allclose(got[:, 0], expected, rtol=1e-12)
-    assert np.all(got[:, 1] == 0.)  # the group without decay stays without decay
-
-    # resume: a fresh optimizer loads the state saved at iteration 6
-    _, resumed = _two_group_optim()
-    resumed.load_state_dict(saved)
-    runner = SimpleNamespace(optim_wrapper=resumed, max_iters=epochs * niter)
-    hook = CosineWeightDecayHook(final_weight_decay=0.4)
-    hook.before_train(runner)
-    for it in range(7, epochs * niter):
-        runner.iter = it
-        hook.before_train_iter(runner, batch_idx=it)
-        assert [g['weight_decay'] for g in resumed.optimizer.param_groups] == pytest.approx(
-            [expected[it], 0.], rel=1e-12)
-
-    _, no_decay = _two_group_optim(weight_decay=0.)
-    with pytest.raises(ValueError, match='weight_decay > 0'):
-        hook.before_train(SimpleNamespace(optim_wrapper=no_decay, max_iters=3))
 
 
 class _HeadModel(nn.Module):
@@ -204,10 +157,6 @@ def test_freeze_last_layer(wrap):
     (lambda: DINOTeacherTempHook(warmup_teacher_temp=0), ValueError,
      'warmup_teacher_temp must be a number in (0, inf], got 0'),
     (lambda: DINOTeacherTempHook(teacher_temp=float('nan')), TypeError, 'teacher_temp'),
-    (lambda: CosineWeightDecayHook(final_weight_decay='x'), TypeError,
-     "final_weight_decay must be a number in [0, inf], got 'x'"),
-    (lambda: CosineWeightDecayHook(final_weight_decay=-0.1), ValueError,
-     'final_weight_decay must be a number in [0, inf], got -0.1'),
     (lambda: DINOTeacherEMAHook(final_momentum=1.5), ValueError,
      'final_momentum must be a number in [0, 1], got 1.5'),
     (lambda: DINOTeacherEMAHook(base_momentum=True), TypeError, 'base_momentum'),

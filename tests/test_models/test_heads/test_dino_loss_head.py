@@ -99,7 +99,7 @@ def test_bad_shapes_and_args():
         head.loss([torch.zeros(2, 4)] * 3, [torch.zeros(2, 4)] * 2)
     with pytest.raises(ValueError, match='every crop'):
         head.loss([torch.zeros(2, 3), torch.zeros(1, 3)], [torch.zeros(2, 3)])
-    with pytest.raises(ValueError, match='temperatures'):
+    with pytest.raises(ValueError, match=r'student_temp must be a number in \(0, inf\]'):
         DINOLossHead(out_channels=3, student_temp=0.)
     with pytest.raises(ValueError, match='center_momentum'):
         DINOLossHead(out_channels=3, center_momentum=1.5)
@@ -157,3 +157,23 @@ def test_sinkhorn_knopp_balances_prototypes_where_softmax_collapses():
 def test_bad_centering_arguments_are_named(kwargs, name):
     with pytest.raises(ValueError, match=name):
         DINOLossHead(out_channels=4, **kwargs)
+
+
+@pytest.mark.parametrize('centering', ['mean', 'sinkhorn_knopp'])
+@pytest.mark.parametrize('bad', [float('nan'), float('inf')])
+def test_a_non_finite_teacher_score_leaves_the_centre_as_it_was(centering, bad):
+    """One NaN pixel in one crop made the centre NaN for the rest of the run."""
+    rng = np.random.default_rng(5)
+    center0 = torch.tensor(rng.normal(size=(1, 4)), dtype=torch.float32)
+    head = DINOLossHead(out_channels=4, centering=centering)
+    head.center.copy_(center0)
+    teacher = [torch.tensor(rng.normal(size=(2, 4)), dtype=torch.float32) for _ in range(2)]
+    teacher[1][0, 2] = bad
+    student = [torch.tensor(rng.normal(size=(2, 4)), dtype=torch.float32) for _ in range(3)]
+    loss = head.loss(student, teacher)
+    assert not torch.isfinite(loss)  # the loss says so; NonFiniteStepHook skips the step
+    assert torch.equal(head.center, center0)
+    teacher[1][0, 2] = 0.
+    head.loss(student, teacher)  # a finite batch updates it again
+    expected = 0.9 * center0.double() + 0.1 * torch.cat(teacher).double().mean(0, keepdim=True)
+    torch.testing.assert_close(head.center.double(), expected, rtol=1e-6, atol=1e-7)

@@ -161,15 +161,15 @@ def test_mixer_init_follows_mamba2():
     assert mixer.in_proj.weight.shape == (2 * 128 + 2 * 8 + 8, 64)
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(headdim=5), 'headdim'),
-    (dict(headdim=4, ngroups=3), 'ngroups'),
-    (dict(headdim=4, A_init_range=(0, 4)), 'A_init_range'),
-    (dict(headdim=4, segment_len=0), 'segment_len'),
-    (dict(headdim=4, segment_len=2.5), 'segment_len'),
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(headdim=5), ValueError, 'headdim'),
+    (dict(headdim=4, ngroups=3), ValueError, 'ngroups'),
+    (dict(headdim=4, A_init_range=(0, 4)), ValueError, 'A_init_range'),
+    (dict(headdim=4, segment_len=0), ValueError, 'segment_len must be an int >= 1, got 0'),
+    (dict(headdim=4, segment_len=2.5), TypeError, 'segment_len must be an int >= 1, got 2.5'),
 ])
-def test_mixer_rejects_bad_sizes(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_mixer_rejects_bad_sizes(kwargs, error, match):
+    with pytest.raises(error, match=match):
         BidirectionalMamba2Mixer(8, d_state=4, **kwargs)
 
 

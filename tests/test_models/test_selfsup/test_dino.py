@@ -204,3 +204,18 @@ def test_pretrained_without_some_keys_is_an_error(tmp_path, dropped):
         head=dict(type='dinomamba_mm.DINOLossHead', out_channels=K)))
     with pytest.raises(ValueError, match=f"{re.escape(path)}.*missing keys.*{dropped}"):
         model.init_weights()
+
+
+@pytest.mark.parametrize('bad', [float('nan'), float('inf')])
+def test_a_non_finite_student_never_reaches_the_teacher(bad):
+    model = build(DINOVIM)
+    before = {k: v.clone() for k, v in model.teacher.state_dict().items()}
+    with torch.no_grad():
+        model.neck.last_layer.parametrizations.weight.original1[0, 0] = bad
+    with pytest.raises(FloatingPointError) as info:
+        model.update_teacher(0.9)
+    assert str(info.value).startswith(
+        '1 of ') and 'neck.last_layer.parametrizations.weight.original1' in str(info.value)
+    assert 'the teacher was not updated' in str(info.value)
+    for key, value in model.teacher.state_dict().items():
+        assert torch.equal(value, before[key]), key

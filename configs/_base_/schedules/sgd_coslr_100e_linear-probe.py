@@ -1,0 +1,27 @@
+# DINO's linear-probe schedule (docs/paper.md section 4): SGD momentum 0.9, no weight decay,
+# lr 1e-3 x batch / 256, 100 epochs, cosine to 0 stepped per epoch.
+# lr below is for the total batch 1024 (8 x 128); `tools/train.py --auto-scale-lr` rescales it
+# linearly for another total batch.
+# Built on configs/_base_/default_runtime.py: a checkpoint every 10 epochs (the 3 newest kept), a
+# log line every 100 iterations.
+_base_ = '../default_runtime.py'
+
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=100),
+    # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=10,
+                    max_keep_ckpts=3, save_last=True))
+
+optim_wrapper = dict(
+    type='OptimWrapper',
+    optimizer=dict(type='SGD', lr=1e-3 * 1024 / 256, momentum=0.9,
+                   weight_decay=0.))
+param_scheduler = [
+    dict(type='CosineAnnealingLR', T_max=100, eta_min=0., by_epoch=True,
+         begin=0, end=100)
+]
+auto_scale_lr = dict(base_batch_size=1024)
+
+train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=100, val_interval=10)
+val_cfg = dict()
+test_cfg = dict()

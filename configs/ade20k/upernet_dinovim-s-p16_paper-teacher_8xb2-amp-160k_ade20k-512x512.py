@@ -1,0 +1,18 @@
+# UperNet on DinoVim-S (width 512) initialised from the Dino-Mamba paper's released DINO
+# teacher (paper-teacher, Hugging Face Vim/Small); otherwise the recipe of upernet_dinovim-b-...py
+# (the same bases).
+_base_ = [
+    '../_base_/models/upernet_dinovim.py',
+    '../_base_/datasets/ade20k.py',
+    '../_base_/schedules/schedule_ade20k_160k.py',
+]
+checkpoint = 'https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Small/checkpoint.pth'
+model = dict(
+    backbone=dict(
+        arch='small',
+        init_cfg=dict(
+            type='dinomamba_mm.PaperCheckpoint', checkpoint=checkpoint,
+            source='teacher')),
+    neck=dict(embed_dim=512),
+    decode_head=dict(in_channels=[512, 512, 512, 512]),
+    auxiliary_head=dict(in_channels=512))

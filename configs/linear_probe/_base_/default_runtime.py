@@ -1,9 +1,0 @@
-# Runtime of the linear-probe configs: mmpretrain's, plus dinomamba_mm's modules.
-_base_ = 'mmpretrain::_base_/default_runtime.py'
-
-custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
-
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=100),
-    checkpoint=dict(type='CheckpointHook', interval=10, max_keep_ckpts=3,
-                    save_last=True))

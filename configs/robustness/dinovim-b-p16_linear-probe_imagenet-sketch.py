@@ -1,9 +1,0 @@
-# Robustness test (docs/paper.md section 5) of the dinovim-b linear probe on imagenet-sketch:
-#   python tools/test.py configs/robustness/dinovim-b-p16_linear-probe_imagenet-sketch.py <probe checkpoint>
-_base_ = [
-    '../linear_probe/dinovim-b-p16_dino-teacher_8xb128-linear-coslr-100e_in1k.py',
-    './_base_/imagenet-sketch.py',
-]
-
-test_dataloader = {{_base_.robustness_test_dataloader}}
-test_evaluator = {{_base_.robustness_test_evaluator}}

@@ -1,9 +1,0 @@
-# Robustness test (docs/paper.md section 5) of the linearvit-b linear probe on imagenet-r:
-#   python tools/test.py configs/robustness/linearvit-b-p16_linear-probe_imagenet-r.py <probe checkpoint>
-_base_ = [
-    '../linear_probe/linearvit-b-p16_dino-teacher_8xb128-linear-coslr-100e_in1k.py',
-    './_base_/imagenet-r.py',
-]
-
-test_dataloader = {{_base_.robustness_test_dataloader}}
-test_evaluator = {{_base_.robustness_test_evaluator}}

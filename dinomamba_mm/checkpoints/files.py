@@ -1,0 +1,123 @@
+"""What a checkpoint file on disk is: readable, truncated, or not a checkpoint at all.
+
+``torch.load`` reports an empty file as ``EOFError('')``, a text file as ``KeyError: 101`` and a
+truncated one as a zip-reader error; these functions name the file and the problem before it
+is loaded, reading only its first bytes and (for zip archives) its central directory.
+"""
+import glob
+import os
+import os.path as osp
+import re
+import zipfile
+from typing import Optional
+
+from mmengine.logging import print_log
+
+_ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
+_PICKLE_MAGIC = b'\x80'  # torch's legacy format (a pickle, protocol >= 2)
+_LFS_POINTER = b'version https://git-lfs'
+_DEFAULT_NAMES = re.compile(r'(epoch|iter)_\d+\.pth$')  # mmengine CheckpointHook's file names
+
+
+def is_local_path(filename: str) -> bool:
+    """True unless ``filename`` names a scheme mmengine loads remotely (``https://``,
+    ``open-mmlab://``, ``torchvision://``, ...)."""
+    return '://' not in filename
+
+
+def checkpoint_file_problem(filename: str) -> Optional[str]:
+    """Why the local file ``filename`` cannot be a readable checkpoint, or None if it can.
+
+    Checks that it exists, is not empty, starts like a PyTorch checkpoint (a zip archive, or a
+    pickle for torch's legacy format) and, for a zip archive, that its central directory is
+    there (a save killed halfway leaves a file without one).
+    """
+    path = osp.expanduser(filename)
+    if not osp.exists(path):
+        return 'does not exist'
+    if not osp.isfile(path):
+        return 'is not a file'
+    size = osp.getsize(path)
+    if size == 0:
+        return 'is empty (0 bytes): the save that wrote it was interrupted, or it is not a ' \
+               'checkpoint'
+    with open(path, 'rb') as f:
+        head = f.read(64)
+    if head.startswith(_ZIP_MAGIC):
+        try:
+            with zipfile.ZipFile(path):
+                return None
+        except zipfile.BadZipFile:
+            return (f'is truncated ({size} bytes, a zip archive without its central directory): '
+                    'the save that wrote it was interrupted')
+    if head.startswith(_PICKLE_MAGIC):
+        return None
+    if head.startswith(_LFS_POINTER):
+        return 'is a Git LFS pointer, not the checkpoint: fetch the file (git lfs pull)'
+    try:
+        text = head.decode('utf-8')
+    except UnicodeDecodeError:
+        return f'is not a PyTorch checkpoint: it starts with the bytes {head[:16]!r}'
+    kind = 'an HTML page' if text.lstrip().lower().startswith(('<!doctype html', '<html')) \
+        else 'text'
+    return f'is not a PyTorch checkpoint but {kind}, starting with {text[:40]!r}'
+
+
+def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
+    """Raise if the local file ``filename`` cannot be a readable checkpoint; remote names
+    (URLs) pass unchecked.
+
+    Args:
+        filename: path (or URL) of the checkpoint.
+        what: how the error names the file, e.g. ``'--resume checkpoint'``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: empty, truncated or not a checkpoint, saying which.
+    """
+    if not isinstance(filename, str) or not is_local_path(filename):
+        return
+    problem = checkpoint_file_problem(filename)
+    if problem == 'does not exist':
+        raise FileNotFoundError(f'{what} {filename!r} does not exist')
+    if problem is not None:
+        raise ValueError(f'{what} {filename!r} {problem}')
+
+
+def find_resumable_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint to resume a run in ``work_dir`` from, or None when there is none.
+
+    The file named by ``work_dir/last_checkpoint`` (what mmengine's ``CheckpointHook`` writes
+    and its auto-resume reads) when it is intact; otherwise, with a warning naming the
+    problem, the most recently written intact checkpoint named like that file (``epoch_N.pth``
+    for ``epoch_7.pth``) in its folder, or, without a usable ``last_checkpoint``, named
+    ``epoch_N.pth`` / ``iter_N.pth`` in ``work_dir`` (other ``*.pth`` there, e.g. pretrained
+    weights, are not training checkpoints).
+    """
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    folder, names = work_dir, _DEFAULT_NAMES
+    reason = f'{work_dir} has no last_checkpoint file'
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            last = f.read().strip()
+        if last:
+            reason = checkpoint_file_problem(last)
+            if reason is None:
+                return last
+            reason = f'{last} (named by {pointer}) {reason}'
+            folder, name = osp.split(last)
+            names = re.compile(re.sub(r'\d+', r'\\d+', re.escape(name)) + '$')
+        else:
+            reason = f'{pointer} is empty'
+    candidates = [path for path in glob.glob(osp.join(folder, '*.pth'))
+                  if names.match(osp.basename(path))]
+    intact = [path for path in candidates if checkpoint_file_problem(path) is None]
+    if not intact:
+        if osp.isfile(pointer):
+            print_log(f'{reason}, and no other intact checkpoint matching {names.pattern!r} was '
+                      f'found in {folder}', logger='current', level=30)
+        return None
+    newest = max(intact, key=lambda path: (os.stat(path).st_mtime_ns, path))
+    print_log(f'{reason}; resuming from {newest} instead, the most recently written intact '
+              'checkpoint', logger='current', level=30)
+    return newest

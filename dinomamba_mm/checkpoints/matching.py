@@ -1,0 +1,124 @@
+"""Load a state dict into a module and say plainly how it does not fit.
+
+mmengine loads ``load_from`` and ``Pretrained`` checkpoints non-strictly: keys that do not match
+and tensors of the wrong shape are only logged, and the model goes on with random weights.
+"""
+import re
+from collections import Counter, OrderedDict
+from typing import Iterable, List, Mapping, NamedTuple, Optional
+
+import torch
+from torch import nn
+
+# Keys listed per kind in an error; the counts are always given in full.
+_SHOWN_KEYS = 10
+
+
+class LoadReport(NamedTuple):
+    """Keys of a load: the module's keys the state dict lacks, and the reverse."""
+    missing: List[str]
+    unexpected: List[str]
+
+
+def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
+    """Keys without a leading ``module.`` (a DDP-wrapped model's), as mmengine's loaders do;
+    torch's ``_metadata`` (module versions) is kept."""
+    stripped = OrderedDict((re.sub(r'^module\.', '', key), value)
+                           for key, value in state_dict.items())
+    metadata = getattr(state_dict, '_metadata', None)
+    if metadata is not None:
+        stripped._metadata = metadata
+    return stripped
+
+
+def prefix_hint(source_keys: Iterable[str], target_keys: Iterable[str]) -> Optional[str]:
+    """A sentence naming the prefix that makes most keys of one side those of the other, e.g.
+    the ``teacher.backbone.`` of a DINO checkpoint loaded into a bare backbone; None if none."""
+    source, target = set(source_keys), set(target_keys)
+
+    def best(longer: set, shorter: set) -> Optional[tuple]:
+        """(prefixes tied for the most keys, written 'a' or 'b', that count)."""
+        counts = Counter(key[:i + 1] for key in longer for i, char in enumerate(key)
+                         if char == '.' and key[i + 1:] in shorter)
+        if not counts:
+            return None
+        top = max(counts.values())
+        return ' or '.join(repr(p) for p in sorted(p for p, c in counts.items() if c == top)), top
+
+    in_source, in_target = best(source, target), best(target, source)
+    if in_source and (not in_target or in_source[1] >= in_target[1]):
+        return (f'the checkpoint holds {in_source[1]} of the {len(target)} expected keys under '
+                f'the prefix {in_source[0]}')
+    if in_target:
+        return (f'the model expects {in_target[1]} of the checkpoint\'s {len(source)} keys '
+                f'under the prefix {in_target[0]}')
+    return None
+
+
+def _listed(keys: List[str]) -> str:
+    shown = ', '.join(keys[:_SHOWN_KEYS])
+    return f'[{shown}{", ..." if len(keys) > _SHOWN_KEYS else ""}]'
+
+
+def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
+                            source: str, strict: bool, advice: str = '') -> LoadReport:
+    """``module.load_state_dict`` (its pre-hooks run, e.g. DinoVim's position-embedding resize
+    or LinearProbeClassifier's mapping of a released linear head) with the mismatches as one
+    clear error. The keys are compared after the pre-hooks, as torch compares them.
+
+    Args:
+        module: the module to fill.
+        state_dict: the tensors to load (not modified).
+        source: how the error names the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
+        strict: also refuse missing and unexpected keys; otherwise only a state dict none of
+            whose keys is the module's, and shape mismatches, are refused.
+        advice: a sentence appended to the error (how to proceed or opt out).
+
+    Returns:
+        the missing and unexpected keys (empty when ``strict``).
+
+    Raises:
+        ValueError: listing the missing / unexpected keys (counts in full, the first
+            ``_SHOWN_KEYS`` of each by name), the shape mismatches, and where the expected
+            keys are when a prefix explains them. The module may then be partly loaded.
+    """
+    expected = list(module.state_dict())
+    to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
+    metadata = getattr(state_dict, '_metadata', None)
+    if metadata is not None:
+        to_load._metadata = metadata
+    problems = []
+    try:
+        incompatible = module.load_state_dict(to_load, strict=False)
+        # listed in the model's and the (pre-hooked) checkpoint's order, not torch's
+        model_order = {key: i for i, key in enumerate(expected)}
+        checkpoint_order = {key: i for i, key in enumerate(to_load)}
+        missing = sorted(incompatible.missing_keys, key=model_order.__getitem__)
+        unexpected = sorted(incompatible.unexpected_keys, key=checkpoint_order.__getitem__)
+    except RuntimeError as error:
+        mismatched = [line.strip().rstrip('.') for line in str(error).splitlines()
+                      if 'size mismatch' in line]
+        if not mismatched:
+            raise
+        problems.append(f'{len(mismatched)} tensors have another shape: '
+                        + '; '.join(mismatched[:_SHOWN_KEYS]))
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = []
+    if not problems:
+        if len(missing) == len(expected) and expected:
+            problems.append(f'none of the {len(expected)} keys of {type(module).__name__} is '
+                            f'in it (it has {len(state_dict)} keys, e.g. '
+                            f'{_listed(list(state_dict))})')
+        elif strict and (missing or unexpected):
+            if missing:
+                problems.append(f'{len(missing)} keys of the model are missing: '
+                                f'{_listed(missing)}')
+            if unexpected:
+                problems.append(f'{len(unexpected)} keys are not in the model: '
+                                f'{_listed(unexpected)}')
+        else:
+            return LoadReport(missing, unexpected)
+    hint = prefix_hint(state_dict, expected) if missing else None
+    raise ValueError(f'{source} does not match {type(module).__name__}: '
+                     + '; '.join(problems) + (f'. Hint: {hint}' if hint else '')
+                     + (f'. {advice}' if advice else ''))

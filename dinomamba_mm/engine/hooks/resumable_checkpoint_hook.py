@@ -1,0 +1,99 @@
+"""mmengine's CheckpointHook whose every checkpoint can be resumed and none is half-written."""
+from collections import deque
+from typing import Optional
+
+from mmengine.dist import is_main_process
+from mmengine.hooks import CheckpointHook
+from mmengine.runner import EpochBasedTrainLoop
+
+from dinomamba_mm.checkpoints import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
+from dinomamba_mm.registry import HOOKS
+
+
+@HOOKS.register_module()
+class ResumableCheckpointHook(CheckpointHook):
+    """:class:`mmengine.hooks.CheckpointHook` (same arguments) with three guarantees:
+
+    - Checkpoints are written atomically: ``backend_args`` defaults to
+      ``dict(backend='atomic_local')`` (:class:`dinomamba_mm.checkpoints.AtomicLocalBackend`),
+      so a save killed halfway leaves no partial ``epoch_N.pth`` / ``iter_N.pth``.
+    - With ``max_keep_ckpts``, the oldest checkpoint is removed only after the new one is
+      complete (mmengine removes it first: a save killed then, with ``max_keep_ckpts=1``, left
+      no checkpoint at all).
+    - Unresumable checkpoints are refused when training starts, not when resuming days later:
+      under ``EpochBasedTrainLoop`` a per-iteration schedule (``by_epoch=False``) is an error,
+      because ``EpochBasedTrainLoop`` resumes an epoch from its first batch and such
+      checkpoints record the epoch they were saved in (even the one written after the last
+      iteration of an epoch), so the resumed run would train that epoch again. Resuming a
+      checkpoint saved that way (by another hook) is refused too, naming the epoch checkpoint
+      to use instead.
+
+    Registered as ``dinomamba_mm.ResumableCheckpointHook``; the configs of this project use it
+    as ``default_hooks.checkpoint``.
+    """
+
+    def __init__(self, *args, backend_args: Optional[dict] = None, **kwargs) -> None:
+        if backend_args is None and kwargs.get('file_client_args') is None:
+            backend_args = dict(backend='atomic_local')
+        super().__init__(*args, backend_args=backend_args, **kwargs)
+        self._loaded_meta: Optional[dict] = None
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        # called for load_from too, before a resume sets runner.iter: told apart in before_train
+        self._loaded_meta = checkpoint.get('meta', {})
+
+    def before_train(self, runner) -> None:
+        meta, self._loaded_meta = self._loaded_meta, None
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
+            if not self.by_epoch:
+                raise ValueError(
+                    f'{type(self).__name__}(by_epoch=False, interval={self.interval}) under '
+                    'EpochBasedTrainLoop saves checkpoints that cannot be resumed: the loop '
+                    'resumes an epoch from its first batch, so the epoch of the checkpoint '
+                    'would be trained again. Save per epoch (by_epoch=True, interval in '
+                    'epochs), or train with IterBasedTrainLoop')
+            if meta and runner.iter and runner.iter == meta.get('iter'):
+                self._check_resumed_at_epoch_start(runner)
+        super().before_train(runner)
+        if self.max_keep_ckpts > 0:  # no maxlen: ids leave it only when their file is removed
+            self.keep_ckpt_ids = deque(self.keep_ckpt_ids)
+
+    @staticmethod
+    def _check_resumed_at_epoch_start(runner) -> None:
+        epoch_length = len(runner.train_dataloader)
+        epoch, iteration = runner.epoch, runner.iter
+        if iteration == epoch * epoch_length:
+            return
+        if iteration == (epoch + 1) * epoch_length:
+            where = (f'after the last iteration of epoch {epoch + 1} by a per-iteration '
+                     f'CheckpointHook, which records epoch {epoch + 1} as not yet finished: '
+                     f'the loop would train it again. Resume from epoch_{epoch + 1}.pth')
+        else:
+            fallback = (f'Resume from epoch_{epoch}.pth, the last epoch checkpoint' if epoch
+                        else 'No epoch had finished: start the run again')
+            where = (f'during epoch {epoch + 1} ({epoch_length} iterations per epoch): the loop '
+                     'would restart that epoch from its first batch and train more iterations '
+                     f'than max_iters. {fallback}')
+        raise ValueError(f'cannot resume from iteration {iteration} under EpochBasedTrainLoop: '
+                         f'the checkpoint was saved {where}')
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        if self.max_keep_ckpts <= 0:
+            super()._save_checkpoint_with_step(runner, step, meta)
+            return
+        # one more kept while saving, so that mmengine removes nothing before the new file exists
+        self.max_keep_ckpts += 1
+        try:
+            super()._save_checkpoint_with_step(runner, step, meta)
+        finally:
+            self.max_keep_ckpts -= 1
+        while len(self.keep_ckpt_ids) > self.max_keep_ckpts:
+            oldest = self.keep_ckpt_ids.popleft()
+            if is_main_process():
+                path = self.file_backend.join_path(self.out_dir,
+                                                   self.filename_tmpl.format(oldest))
+                if self.file_backend.isfile(path):
+                    self.file_backend.remove(path)
+                elif self.file_backend.isdir(path):  # deepspeed checkpoints are folders
+                    self.file_backend.rmtree(path)
+        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))

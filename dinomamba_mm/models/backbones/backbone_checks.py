@@ -1,0 +1,57 @@
+"""Argument and input checks shared by the backbones (DinoVim, LinearViT): one wording for all."""
+from typing import Any, Sequence, Tuple, Union
+
+import torch
+
+from dinomamba_mm.argument_checks import check_argument, check_int, check_number, is_int
+
+
+def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in_channels: Any,
+                        drop_rate: Any, drop_path_rate: Any) -> None:
+    """Check the arguments every backbone shares.
+
+    Args:
+        img_size: an int or an (h, w) pair of ints, each >= ``patch_size``.
+        patch_size: an int >= 1.
+        in_channels: an int >= 1.
+        drop_rate, drop_path_rate: numbers in [0, 1) (1 would drop everything: NaN in training).
+
+    Raises:
+        TypeError / ValueError naming the argument, what was expected and the value given.
+    """
+    check_int('patch_size', patch_size, 1)
+    check_int('in_channels', in_channels, 1)
+    check_number('drop_rate', drop_rate, 0, 1, exclusive_maximum=True)
+    check_number('drop_path_rate', drop_path_rate, 0, 1, exclusive_maximum=True)
+    check_argument('img_size', img_size, f'an int or an (h, w) pair of ints >= patch_size '
+                   f'{patch_size}',
+                   lambda v: is_int(v) or (isinstance(v, (tuple, list)) and len(v) == 2
+                                           and all(is_int(s) for s in v)),
+                   lambda v: all(s >= patch_size for s in _pair(v)))
+
+
+def check_image_input(inputs: Any, in_channels: int, patch_size: int,
+                      pad_to_patch: bool) -> None:
+    """Check a batch of images (B, C, H, W) before the patch embedding.
+
+    Raises:
+        TypeError: not a tensor.
+        ValueError: not 4-D, ``C != in_channels``, or H / W not a multiple of ``patch_size``
+            while ``pad_to_patch`` is False.
+    """
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(f'input must be a torch.Tensor (B, C, H, W), got {type(inputs).__name__}')
+    if inputs.dim() != 4:
+        raise ValueError(f'input must be (B, C, H, W), got shape {tuple(inputs.shape)}')
+    if inputs.shape[1] != in_channels:
+        raise ValueError(f'input has {inputs.shape[1]} channels (shape {tuple(inputs.shape)}), '
+                         f'the backbone expects in_channels={in_channels}')
+    height, width = inputs.shape[-2:]
+    if (height % patch_size or width % patch_size) and not pad_to_patch:
+        raise ValueError(f'input size {height}x{width} (shape {tuple(inputs.shape)}) is not a '
+                         f'multiple of the patch size {patch_size}; resize it or set '
+                         'pad_to_patch=True')
+
+
+def _pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
+    return (size, size) if is_int(size) else tuple(size)

@@ -1,0 +1,5 @@
+from dinomamba_mm.lazy_exports import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    'LinearProbeClassifier': '.linear_probe_classifier',
+})

@@ -1,0 +1,106 @@
+"""Every backbone checks its arguments and inputs alike: same error type, same message.
+
+The expected messages are written out here by hand (the oracle), one list for all backbones.
+"""
+import pytest
+import torch
+
+from dinomamba_mm.models.backbones import DinoMambaReg, DinoVim, LinearViT
+
+DINOVIM_ARCH = dict(embed_dims=32, num_layers=2, headdim=8, d_state=8, chunk_size=16)
+VIT_ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+
+
+def dinovim(**kwargs):
+    return DinoVim(arch=DINOVIM_ARCH, **{'img_size': 32, 'patch_size': 8, **kwargs})
+
+
+def linear_vit(**kwargs):
+    return LinearViT(arch=VIT_ARCH, **{'img_size': 32, 'patch_size': 8, **kwargs})
+
+
+BACKBONES = [pytest.param(dinovim, id='DinoVim'), pytest.param(linear_vit, id='LinearViT')]
+
+
+@pytest.mark.parametrize('build', BACKBONES)
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(drop_path_rate=1.0), ValueError, 'drop_path_rate must be a number in [0, 1), got 1.0'),
+    (dict(drop_path_rate=1.5), ValueError, 'drop_path_rate must be a number in [0, 1), got 1.5'),
+    (dict(drop_path_rate=-0.5), ValueError,
+     'drop_path_rate must be a number in [0, 1), got -0.5'),
+    (dict(drop_path_rate='0.1'), TypeError,
+     "drop_path_rate must be a number in [0, 1), got '0.1'"),
+    (dict(drop_rate=1.0), ValueError, 'drop_rate must be a number in [0, 1), got 1.0'),
+    (dict(patch_size=0), ValueError, 'patch_size must be an int >= 1, got 0'),
+    (dict(patch_size=8.0), TypeError, 'patch_size must be an int >= 1, got 8.0'),
+    (dict(in_channels=0), ValueError, 'in_channels must be an int >= 1, got 0'),
+    (dict(img_size=4), ValueError,
+     'img_size must be an int or an (h, w) pair of ints >= patch_size 8, got 4'),
+    (dict(img_size='32'), TypeError,
+     "img_size must be an int or an (h, w) pair of ints >= patch_size 8, got '32'"),
+    (dict(out_indices='1'), TypeError,
+     "out_indices must be an int or a sequence of ints in [-2, 2), got '1'"),
+    (dict(out_indices=[0, 1.0]), TypeError,
+     'out_indices must be an int or a sequence of ints in [-2, 2), got [0, 1.0]'),
+    (dict(out_indices=True), TypeError,
+     'out_indices must be an int or a sequence of ints in [-2, 2), got True'),
+    (dict(out_indices=2), ValueError,
+     'out_indices must be an int or a sequence of ints in [-2, 2), got 2'),
+    (dict(out_indices=(0, -3)), ValueError,
+     'out_indices must be an int or a sequence of ints in [-2, 2), got (0, -3)'),
+])
+def test_bad_arguments_name_the_argument_alike(build, kwargs, error, message):
+    with pytest.raises(error) as info:
+        build(**kwargs)
+    assert str(info.value) == message
+
+
+def test_registers_need_at_least_one():
+    with pytest.raises(ValueError, match='num_registers must be an int >= 1, got 0'):
+        DinoMambaReg(arch=DINOVIM_ARCH, img_size=32, patch_size=8, num_registers=0)
+    with pytest.raises(TypeError, match='num_registers must be an int >= 0, got 1.5'):
+        dinovim(num_registers=1.5)
+
+
+@pytest.mark.parametrize('build', BACKBONES)
+@pytest.mark.parametrize('shape, message', [
+    ((3, 32, 32), 'input must be (B, C, H, W), got shape (3, 32, 32)'),
+    ((1, 1, 32, 32), 'input has 1 channels (shape (1, 1, 32, 32)), the backbone expects '
+     'in_channels=3'),
+    ((1, 3, 30, 32), 'input size 30x32 (shape (1, 3, 30, 32)) is not a multiple of the patch '
+     'size 8; resize it or set pad_to_patch=True'),
+])
+def test_bad_inputs_are_refused_alike(build, shape, message):
+    model = build().eval()
+    with pytest.raises(ValueError) as info:
+        model(torch.zeros(shape))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize('build', BACKBONES)
+def test_pad_to_patch_pads_instead(build):
+    model = build(pad_to_patch=True, out_type='featmap').eval()
+    with torch.no_grad():
+        out, = model(torch.zeros(1, 3, 30, 26))
+    assert out.shape == (1, 32, 4, 4)  # ceil(30 / 8) x ceil(26 / 8) patches
+
+
+@pytest.mark.parametrize('build, num_tokens', [
+    pytest.param(dinovim, 17, id='DinoVim'), pytest.param(linear_vit, 17, id='LinearViT')])
+@pytest.mark.parametrize('out_type, shape', [
+    ('cls_token', (0, 32)), ('avg_featmap', (0, 32)), ('featmap', (0, 32, 4, 4)),
+    ('raw', (0, None, 32))])
+def test_empty_batch_gives_empty_outputs(build, num_tokens, out_type, shape):
+    model = build(out_type=out_type, out_indices=(0, 1))
+    inputs = torch.zeros(0, 3, 32, 32, requires_grad=True)
+    outs = model(inputs)
+    expected = tuple(num_tokens if s is None else s for s in shape)
+    assert [tuple(o.shape) for o in outs] == [expected, expected]
+    sum(o.sum() for o in outs).backward()  # training on an empty batch is a no-op, not an error
+    assert inputs.grad.shape == inputs.shape
+
+
+def test_empty_batch_through_mixer_inputs():
+    model = dinovim()
+    found = model.mixer_inputs(torch.zeros(0, 3, 32, 32), [0, 1])
+    assert [tuple(t.shape) for t in found['tokens'].values()] == [(0, 17, 32)] * 2
