@@ -2,17 +2,7 @@
 import math
 from typing import Dict, Optional
 
-import pytest
 import torch
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny per-step ops: a second intra-op thread only adds waits on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_inputs(batch: int = 2, length: int = 7, heads: int = 4, headdim: int = 3,

@@ -29,7 +29,7 @@ from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import (cast, make_inputs, one_thread, relative_error,  # noqa: E402,F401
+from ssd_cases import (cast, make_inputs, relative_error,  # noqa: E402
                        strong_decay_inputs, weighted_sum)
 
 TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
