@@ -1,17 +1,8 @@
 """Shared input builders for the SSD tests (torch path and API): random, small, reproducible."""
+import math
 from typing import Dict, Optional
 
-import pytest
 import torch
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny per-step ops: a second intra-op thread only adds waits on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_inputs(batch: int = 2, length: int = 7, heads: int = 4, headdim: int = 3,
@@ -67,3 +58,27 @@ def cast(inputs: Dict[str, torch.Tensor], dtype: torch.dtype, grad: bool = False
 def weighted_sum(outputs, weights) -> torch.Tensor:
     """A scalar that depends on every output element (random weights, so no symmetry hides bugs)."""
     return sum((o.double() * w).sum() for o, w in zip(outputs, weights))
+
+
+def strong_decay_inputs(dt_scale: float, batch: int = 1, length: int = 130, heads: int = 4,
+                        headdim: int = 16, dstate: int = 16, seed: int = 0
+                        ) -> Dict[str, torch.Tensor]:
+    """float64 inputs with Mamba-2's decay range: A = -exp(A_log), |A| in [1, 16], and dt' (after
+    dt_bias and softplus) in [0.5, 1.5] * dt_scale, at most 8 (dt' |A| up to 128 per step)."""
+    gen = torch.Generator().manual_seed(seed)
+    f64 = torch.float64
+    dt_after = (dt_scale * (0.5 + torch.rand(batch, length, heads, generator=gen, dtype=f64)))
+    dt_after = dt_after.clamp(max=8.0)
+    dt_bias = torch.randn(heads, generator=gen, dtype=f64)
+    return dict(
+        x=torch.randn(batch, length, heads, headdim, generator=gen, dtype=f64),
+        dt=dt_after + torch.log(-torch.expm1(-dt_after)) - dt_bias,  # softplus^-1, minus bias
+        A=-torch.exp(torch.rand(heads, generator=gen, dtype=f64) * math.log(16.0)),
+        B=torch.randn(batch, length, 1, dstate, generator=gen, dtype=f64) * 0.5,
+        C=torch.randn(batch, length, 1, dstate, generator=gen, dtype=f64) * 0.5,
+        D=torch.randn(heads, generator=gen, dtype=f64), dt_bias=dt_bias)
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |actual - expected| / max |expected| over the tensor."""
+    return ((actual.double() - expected).abs().max() / expected.abs().max()).item()

@@ -75,11 +75,52 @@ def test_empty_sequence_raises(inputs):
         ssd_scan(**empty)
 
 
-def test_bad_environment_variable(inputs, monkeypatch):
+@pytest.fixture
+def fresh_environment():
+    """DINOMAMBA_SSD_IMPL is read once: forget the value read before and after the test."""
+    api._environment_impl.cache_clear()
+    yield
+    api._environment_impl.cache_clear()
+
+
+def test_bad_environment_variable(inputs, monkeypatch, fresh_environment):
     monkeypatch.setenv(api.ENV_IMPL, 'fast')
     with pytest.raises(ValueError, match="environment variable DINOMAMBA_SSD_IMPL must be one "
                                          "of .* got 'fast'"):
         ssd_scan(**inputs)
+
+
+def test_empty_batch_gives_empty_outputs_and_gradients():
+    """B = 0 (an empty batch): empty outputs, gradients of the inputs' shapes (zero for the
+    per-head parameters), for both entry points."""
+    empty = cast(make_inputs(batch=0, length=7, groups=2, D='H', z=True, dt_bias=True,
+                             initial_states=True), torch.float32, grad=True)
+    y, final = ssd_scan(**empty, dt_softplus=True, return_final_states=True)
+    assert y.shape == (0, 7, 4, 3) and final.shape == (0, 4, 3, 5)
+    (y.sum() + final.sum()).backward()
+    pair = {k: v for k, v in empty.items() if k != 'initial_states'}
+    y_fwd, y_bwd = ssd_scan_bidirectional(**pair, dt_softplus=True)
+    assert y_fwd.shape == y_bwd.shape == (0, 7, 4, 3)
+    (y_fwd.sum() + y_bwd.sum()).backward()
+    for name, leaf in empty.items():
+        assert leaf.grad is not None and leaf.grad.shape == leaf.shape, name
+        assert not leaf.grad.any(), name
+
+
+@pytest.mark.parametrize('sizes,pattern', [
+    (dict(heads=0), r'x must have at least one head \(H > 0\) .* x has shape \(B, L, H, P\) = '
+                    r'\(2, 6, 0, 3\)'),
+    (dict(headdim=0), r'x must have at least one head \(H > 0\) of at least one channel '
+                      r'\(P > 0\)'),
+    (dict(dstate=0), r'B must have a state size N > 0: B has shape \(B, L, G, N\) = '
+                     r'\(2, 6, 1, 0\)'),
+])
+def test_empty_heads_or_state_raise(sizes, pattern):
+    bad = cast(make_inputs(batch=2, length=6, **sizes), torch.float32)
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**bad)
+    with pytest.raises(ValueError, match='forward ' + pattern):
+        ssd_scan_bidirectional(**bad)
 
 
 def test_bidirectional_validation(inputs):
@@ -126,7 +167,9 @@ def recorder(monkeypatch):
     fake.ssd_bidirectional_triton = rec('triton-bidirectional')
     monkeypatch.setitem(sys.modules, 'dinomamba_mm.ops.ssd.triton_chunk', fake)
     monkeypatch.delenv(api.ENV_IMPL, raising=False)
-    return rec
+    api._environment_impl.cache_clear()
+    yield rec
+    api._environment_impl.cache_clear()
 
 
 @pytest.mark.parametrize('impl,env,expected', [
@@ -144,6 +187,16 @@ def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
     assert ssd_scan(**inputs, impl=impl) == f'result of {expected}'
     pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
     assert ssd_scan_bidirectional(**pair, impl=impl) == f'result of {expected}-bidirectional'
+
+
+def test_environment_is_read_once(inputs, recorder, monkeypatch):
+    """The implementation named by DINOMAMBA_SSD_IMPL is read at the first call, not per call."""
+    monkeypatch.setenv(api.ENV_IMPL, 'triton')
+    assert ssd_scan(**inputs) == 'result of triton'
+    monkeypatch.setenv(api.ENV_IMPL, 'torch')
+    assert ssd_scan(**inputs) == 'result of triton'
+    api._environment_impl.cache_clear()
+    assert ssd_scan(**inputs) == 'result of torch'
 
 
 def test_dispatch_passes_the_contract_signature(inputs, recorder):

@@ -1,4 +1,5 @@
-"""The chunked PyTorch SSD path (impl='torch') against the float64 sequential oracle (naive.py).
+"""The chunked PyTorch SSD path (impl='torch') against the float64 sequential oracle (naive.py)
+and the chunked einsum reference (reference.py).
 
 Tolerances (relative to max(1, max |reference|), per tensor):
   fp32 inputs: outputs and gradients 1e-4 (observed ~1e-6); float32 accumulation only.
@@ -10,7 +11,11 @@ Every value of every axis (L, chunk size, G, D, z, dt_bias, states, reverse) app
 list; the cross product would be too slow for the 2-core budget. The case list runs with the CPU
 chunk cap lifted, so that chunk_size=256 really makes 256-token chunks; the capped default is
 checked separately.
+Strong decay (Mamba-2's |A| in [1, 16], dt' up to 8): the gradients of A, dt and dt_bias within
+1e-4 of the oracle relative to their largest magnitude (observed <= 1e-5; before the decay
+gradient was summed over rectangles, up to 2e+2 at dt' = 8).
 """
+import functools
 import os
 import sys
 
@@ -19,10 +24,13 @@ import torch
 
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 from dinomamba_mm.ops.ssd import chunk as chunk_module
+from dinomamba_mm.ops.ssd import chunk_stages
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import cast, make_inputs, one_thread, weighted_sum  # noqa: E402,F401
+from ssd_cases import (cast, make_inputs, relative_error,  # noqa: E402
+                       strong_decay_inputs, weighted_sum)
 
 TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
@@ -68,6 +76,12 @@ def _run_both(inputs, dtype, chunk, reverse, dt_limit, states, seed=1):
     ref_in = {k: v.detach().double().requires_grad_() for k, v in ours_in.items()}
     ours = ssd_scan(**ours_in, chunk_size=chunk, impl='torch', **kwargs)
     ref = ssd_scan_naive(**ref_in, **kwargs)
+    chunked = ssd_chunked_reference(**{k: v.detach() for k, v in ref_in.items()},
+                                    chunk_size=chunk, **kwargs)
+    for o, r, c in zip(ours if states else (ours, ), ref if states else (ref, ),
+                       chunked if states else (chunked, )):
+        _assert_close(c, r.detach(), 1e-9, 'ssd_chunked_reference')
+        _assert_close(o.detach(), c, TOL[dtype], 'ours against the chunked reference')
     ours, ref = (ours if states else (ours, )), (ref if states else (ref, ))
     gen = torch.Generator().manual_seed(seed)
     weights = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in ref]
@@ -81,7 +95,7 @@ def _run_both(inputs, dtype, chunk, reverse, dt_limit, states, seed=1):
 
 @pytest.mark.parametrize('case', CASES, ids=_case_id)
 def test_matches_oracle_fp32(case, monkeypatch):
-    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
+    monkeypatch.setattr(chunk_module, "CPU_CHUNK_CAP", None)
     length, chunk, groups, D, z, bias, states, reverse, limit = case
     inputs = make_inputs(length=length, groups=groups, D=D, z=z, dt_bias=bias,
                          initial_states=states, softplus=bias, seed=length + chunk)
@@ -110,7 +124,7 @@ def test_low_precision_inputs(dtype, reverse):
 
 @pytest.mark.parametrize('cap', [None, 64])
 def test_chunk_size_does_not_change_the_result(cap, monkeypatch):
-    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', cap)
+    monkeypatch.setattr(chunk_module, "CPU_CHUNK_CAP", cap)
     inputs = cast(make_inputs(length=200, groups=2, D='H', dt_bias=True, initial_states=True,
                               seed=5), torch.float32)
     ref = ssd_scan_naive(**inputs, dt_softplus=True, return_final_states=True)
@@ -234,7 +248,7 @@ def test_double_backward_is_refused():
 def test_no_grad_forward_in_head_blocks_matches_the_oracle(block_bytes, monkeypatch):
     """Without autograd the (Q, Q) matrices are built a few heads of one row at a time; a 1-byte
     budget forces one head per block (several blocks per group, G = 2, both directions)."""
-    monkeypatch.setattr(chunk_module, '_MASK_BLOCK_BYTES', block_bytes)
+    monkeypatch.setattr(chunk_stages, 'MASK_BLOCK_BYTES', block_bytes)
     fwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=17),
                torch.float32)
     bwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=18),
@@ -245,3 +259,94 @@ def test_no_grad_forward_in_head_blocks_matches_the_oracle(block_bytes, monkeypa
     _assert_close(y_fwd, ssd_scan_naive(**fwd, dt_softplus=True), TOL[torch.float32], 'y_fwd')
     _assert_close(y_bwd, ssd_scan_naive(**bwd, dt_softplus=True, reverse=True),
                   TOL[torch.float32], 'y_bwd')
+
+
+def _decay_gradients(inputs, run):
+    """Gradients of A, dt and dt_bias from ``run`` on float32 copies and from the oracle and
+    the chunked reference on the same values in float64; run(tensors, impl) -> outputs."""
+    ours = {k: v.float().requires_grad_() for k, v in inputs.items()}
+    refs = [{k: v.float().double().requires_grad_() for k, v in inputs.items()} for _ in range(2)]
+    outputs = [run(ours, 'torch'), run(refs[0], 'naive'), run(refs[1], 'reference')]
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in outputs[0]]
+    for out in outputs:
+        weighted_sum(out, weights).backward()
+    return [{n: t[n].grad for n in ('A', 'dt', 'dt_bias')} for t in (ours, *refs)]
+
+
+@pytest.mark.parametrize('dt_scale', [1, 2, 4, 8])
+@pytest.mark.parametrize('length,chunk', [(130, 256), (130, 64), (64, 16)])
+@pytest.mark.parametrize('reverse', [False, True])
+def test_decay_gradients_under_strong_decay(dt_scale, length, chunk, reverse, monkeypatch):
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
+    inputs = strong_decay_inputs(dt_scale, length=length, seed=dt_scale)
+
+    def run(t, impl):
+        kwargs = dict(dt_softplus=True, reverse=reverse)
+        if impl == 'naive':
+            return (ssd_scan_naive(**t, **kwargs), )
+        if impl == 'reference':
+            return (ssd_chunked_reference(**t, chunk_size=chunk, **kwargs), )
+        return (ssd_scan(**t, chunk_size=chunk, impl=impl, **kwargs), )
+
+    ours, oracle, reference = _decay_gradients(inputs, run)
+    for name in ours:
+        assert relative_error(reference[name], oracle[name]) <= 1e-9, name
+        err = relative_error(ours[name], oracle[name])
+        assert err <= 1e-4, f'd{name}: relative error {err:.2e}'
+
+
+@pytest.mark.parametrize('dt_scale,chunk', [(8, 256), (4, 64), (2, 16)])
+def test_bidirectional_decay_gradients_under_strong_decay(dt_scale, chunk, monkeypatch):
+    """Both directions share dt, A and dt_bias (A's gradient sums both)."""
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
+    inputs = strong_decay_inputs(dt_scale, seed=10 + dt_scale)
+
+    def run(t, impl):
+        if impl == 'torch':
+            return ssd_scan_bidirectional(**t, chunk_size=chunk, dt_softplus=True, impl='torch')
+        scan = ssd_scan_naive if impl == 'naive' else functools.partial(
+            ssd_chunked_reference, chunk_size=chunk)
+        return tuple(scan(**t, dt_softplus=True, reverse=rev) for rev in (False, True))
+
+    ours, oracle, reference = _decay_gradients(inputs, run)
+    for name in ours:
+        assert relative_error(reference[name], oracle[name]) <= 1e-9, name
+        err = relative_error(ours[name], oracle[name])
+        assert err <= 1e-4, f'd{name}: relative error {err:.2e}'
+
+
+@pytest.mark.parametrize('reverse,nan_x,dt_limit', [(False, True, None), (True, True, None),
+                                                   (False, False, (0.01, 5.0))])
+def test_nan_in_dt_does_not_reach_earlier_tokens(reverse, nan_x, dt_limit):
+    """dt NaN at token t (and x, as for a NaN token): the outputs before t in scan order equal
+    the oracle's on the finite prefix, those from t on and the final state are NaN, as in the
+    recurrence (the chunk of t has tokens on both sides)."""
+    length, t = 40, 21
+    inputs = cast(make_inputs(length=length, D='H', dt_bias=True, seed=19), torch.float32)
+    bad = length - 1 - t if reverse else t
+    inputs['dt'][:, bad] = float('nan')
+    if nan_x:
+        inputs['x'][:, bad] = float('nan')
+    kwargs = dict(dt_softplus=True, reverse=reverse, dt_limit=dt_limit or (0.0, float('inf')))
+    y, final = ssd_scan(**inputs, chunk_size=32, return_final_states=True, impl='torch', **kwargs)
+    before = slice(bad + 1, None) if reverse else slice(0, bad)
+    after = slice(0, bad + 1) if reverse else slice(bad, None)
+    prefix = {k: v[:, before] if k in ('x', 'dt', 'B', 'C') else v for k, v in inputs.items()}
+    _assert_close(y[:, before], ssd_scan_naive(**prefix, **kwargs), TOL[torch.float32], 'y')
+    assert torch.isnan(y[:, after]).all() and torch.isnan(final).all()
+
+
+@pytest.mark.parametrize('reverse', [False, True])
+def test_growing_heads_match_the_oracle(reverse, monkeypatch):
+    """Heads with A > 0 (a state that grows: the masks then zero their non-causal side before
+    the exp instead of clamping it) next to decaying ones, outputs and gradients."""
+    monkeypatch.setattr(chunk_module, 'CPU_CHUNK_CAP', None)
+    inputs = make_inputs(length=40, heads=4, D='H', dt_bias=True, initial_states=True, seed=21,
+                         A_range=(-0.2, 0.2))
+    assert (inputs['A'] > 0).any() and (inputs['A'] < 0).any()
+    ours, ref, grads, ref_grads = _run_both(inputs, torch.float32, 16, reverse, None, True)
+    for name, o, r in zip(('y', 'final_states'), ours, ref):
+        _assert_close(o, r, TOL[torch.float32], name)
+    for name in grads:
+        _assert_close(grads[name], ref_grads[name], TOL[torch.float32], f'd{name}')

@@ -14,7 +14,9 @@ Models (batch ``--batch``, 1 by default, float32, eval mode, out_type='raw' so t
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
 sizes in increasing order; per size: one warm-up run, then the median of up to ``--repeats`` runs
 (fewer when one run exceeds ``--point-seconds`` / repeats), as process CPU time (robust to other
-jobs on a shared machine) and wall time. Peak memory = rise of the process's resident
+jobs on a shared machine) and wall time. With ``--rounds`` R the models take turns R times
+(model A, B, C, A, B, C, ...) and each figure is the median over the rounds, so that a change of
+the machine's load hits every model alike. Peak memory = rise of the process's resident
 high-water mark (VmHWM) over the size's runs, measured from the RSS after freed heap memory is
 returned (malloc_trim) and VmHWM is reset (/proc/self/clear_refs); it includes the weights'
 gradients in 'fwd+bwd'.
@@ -254,6 +256,8 @@ def main() -> None:
     parser.add_argument('--batch', type=int, default=1, help='images per forward')
     parser.add_argument('--amp', action='store_true',
                         help='run the models under bf16 autocast (default: float32)')
+    parser.add_argument('--rounds', type=int, default=1,
+                        help='times the models take turns; figures are medians over rounds')
     parser.add_argument('--no-profile', action='store_true',
                         help='skip the per-part mixer profile at the largest size')
     parser.add_argument('--profile-only', action='store_true',
@@ -263,6 +267,8 @@ def main() -> None:
     sizes = sorted(args.sizes)
     if args.batch < 1:
         parser.error(f'--batch must be >= 1, got {args.batch}')
+    if args.rounds < 1:
+        parser.error(f'--rounds must be >= 1, got {args.rounds}')
     if args.worker:
         worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads,
                args.device, args.batch, args.amp)
@@ -273,25 +279,32 @@ def main() -> None:
         parser.error('--device cuda: no CUDA device is available here')
     torch.set_num_threads(args.threads)
     print('machine (start):', machine(args.device), flush=True)
-    results = {}
-    for mode in ([] if args.profile_only else args.modes):
-        for name in args.models:
-            cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
-                   str(args.repeats), '--point-seconds', str(args.point_seconds), '--threads',
-                   str(args.threads), '--device', args.device, '--batch', str(args.batch),
-                   '--sizes', *map(str, sizes)] + (['--amp'] if args.amp else [])
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                # the sizes it finished are kept; the tables leave out the sizes it did not
-                tail = '\n    '.join(proc.stderr.strip().splitlines()[-6:])
-                print(f'  {name} {mode}: worker failed (exit {proc.returncode}):\n    {tail}',
-                      flush=True)
-            for line in proc.stdout.splitlines():
-                row = json.loads(line)
-                results[(row['model'], row['mode'], row['size'])] = row
-                print(f"  {row['model']:<10} {row['mode']:<8} {row['size']:>5}px "
-                      f"cpu {row['cpu_ms']:>10.1f} ms  wall {row['ms']:>10.1f} ms "
-                      f"{row['peak_mb']:>9.1f} MB (runs {row['runs']})", flush=True)
+    rounds = {}
+    for round_ in range(args.rounds):
+        for mode in ([] if args.profile_only else args.modes):
+            for name in args.models:
+                cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
+                       str(args.repeats), '--point-seconds', str(args.point_seconds),
+                       '--threads', str(args.threads), '--device', args.device, '--batch',
+                       str(args.batch), '--sizes', *map(str, sizes)] + \
+                    (['--amp'] if args.amp else [])
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    # the sizes it finished are kept; the tables leave out the sizes it did not
+                    tail = '\n    '.join(proc.stderr.strip().splitlines()[-6:])
+                    print(f'  {name} {mode}: worker failed (exit {proc.returncode}):\n    {tail}',
+                          flush=True)
+                for line in proc.stdout.splitlines():
+                    row = json.loads(line)
+                    rounds.setdefault((row['model'], row['mode'], row['size']), []).append(row)
+                    print(f"  round {round_ + 1} {row['model']:<10} {row['mode']:<8} "
+                          f"{row['size']:>5}px cpu {row['cpu_ms']:>10.1f} ms  wall "
+                          f"{row['ms']:>10.1f} ms {row['peak_mb']:>9.1f} MB (runs {row['runs']})",
+                          flush=True)
+    results = {key: dict(rows[0], cpu_ms=statistics.median(r['cpu_ms'] for r in rows),
+                         ms=statistics.median(r['ms'] for r in rows),
+                         peak_mb=max(r['peak_mb'] for r in rows))
+               for key, rows in rounds.items()}
 
     if results:
         params = {r['model']: r['params'] for r in results.values()}

@@ -7,6 +7,10 @@ Side by side in one run, for each shape (B, L, H, P, N):
             its inputs are zero padded (dt = 0 past the end leaves the scan unchanged)
   sequential a token-by-token float32 recurrence (forward only where the autograd tape of L states
             would not fit; the table says so)
+  baseline  with --baseline FILE: ``ssd_bidirectional_torch`` of a chunk.py from another commit
+            (loaded as a standalone module, e.g.
+            ``git show f354216:dinomamba_mm/ops/ssd/chunk.py > /tmp/chunk_before.py``), so that a
+            change is timed side by side with the code it replaces
 Measured: wall time and process CPU time (medians over rounds in which the methods take turns) of
 forward and of forward+backward (through every input), and peak memory. CPU peak memory = growth
 of the process's peak resident set (VmHWM, reset through /proc/self/clear_refs before each call)
@@ -22,11 +26,13 @@ Usage:
   python tools/benchmarks/ssd.py --device cuda
   python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk caps
   python tools/benchmarks/ssd.py --inference     # only the DinoVim-T no-grad forward table
+  python tools/benchmarks/ssd.py --quick --baseline /tmp/chunk_before.py
   add --threads 1 on a shared machine (both methods then run single-threaded)
 """
 import argparse
 import ctypes
 import gc
+import importlib.util
 import os
 import platform
 import statistics
@@ -43,8 +49,9 @@ from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
 FULL_SHAPES = [(8, 197, 24, 64, 64), (8, 785, 24, 64, 64), (8, 3137, 24, 64, 64),
                (2, 4096, 24, 64, 64), (1, 16384, 24, 64, 64)]
 QUICK_SHAPES = [(8, 197, 24, 64, 64), (2, 4096, 24, 64, 64)]
-# the mixer call of DinoVim-T at detection resolution (1024 x 1024 px: 64 x 64 patches + cls)
-INFERENCE_SHAPES = [(1, 4097, 8, 64, 64)]
+# the mixer call of DinoVim-T at 224 x 224 px (14 x 14 patches + cls) and at detection
+# resolution (1024 x 1024 px: 64 x 64 patches + cls)
+INFERENCE_SHAPES = [(1, 197, 8, 64, 64), (1, 4097, 8, 64, 64)]
 CHUNK = 256
 SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the sequential scan
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
@@ -121,6 +128,19 @@ def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
 def ours_bidirectional(x, dt, A, B, C, D, dt_bias):
     return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=CHUNK, D=D, dt_bias=dt_bias,
                                   dt_softplus=True)
+
+
+def load_baseline(path: str) -> Callable:
+    """``ssd_bidirectional_torch`` of the standalone module file ``path``, wrapped as a method."""
+    spec = importlib.util.spec_from_file_location('ssd_baseline', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def baseline_bidirectional(x, dt, A, B, C, D, dt_bias):
+        return module.ssd_bidirectional_torch(x, dt, A, B, C, CHUNK, D, (None, None), dt_bias,
+                                              True, (0.0, float('inf')))
+
+    return baseline_bidirectional
 
 
 def mamba_ssm_bidirectional(x, dt, A, B, C, D, dt_bias):
@@ -286,7 +306,8 @@ def _ratio(reference: float, value: float) -> str:
 
 
 def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
-        with_sequential: bool, with_mamba_ssm: bool) -> None:
+        with_sequential: bool, with_mamba_ssm: bool,
+        baseline: Optional[Callable] = None) -> None:
     print(f'# machine: {machine_line(device)}')
     memory = ('torch.cuda.max_memory_allocated growth' if device.type == 'cuda'
               else 'peak RSS growth')
@@ -304,6 +325,8 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
         long = length > LONG
         inputs = make_inputs(shape, device, dtype)
         methods: List[Tuple[str, Callable]] = [('ours', ours_bidirectional)]
+        if baseline is not None:
+            methods.append(('baseline', baseline))
         if with_mamba_ssm:
             methods.append(('mamba_ssm x2 (flips)', mamba_ssm_bidirectional))
         methods.append(('minimal x2 (flips)', minimal_bidirectional))
@@ -328,7 +351,8 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
               + '|  ' * 8 + '|', flush=True)
 
 
-def inference(device: torch.device, dtype: torch.dtype, repeats: int) -> None:
+def inference(device: torch.device, dtype: torch.dtype, repeats: int,
+              baseline: Optional[Callable] = None) -> None:
     """No-grad forward (how a detector's backbone runs at test time) of ours and the minimal
     listing, side by side."""
     print(f'# machine: {machine_line(device)}')
@@ -338,7 +362,10 @@ def inference(device: torch.device, dtype: torch.dtype, repeats: int) -> None:
     print('|---|---|---|---|---|---|---|---|')
     for shape in INFERENCE_SHAPES:
         inputs = make_inputs(shape, device, dtype)
-        methods = [('ours', ours_bidirectional), ('minimal x2 (flips)', minimal_bidirectional)]
+        methods = [('ours', ours_bidirectional)]
+        if baseline is not None:
+            methods.append(('baseline', baseline))
+        methods.append(('minimal x2 (flips)', minimal_bidirectional))
         results = measure_interleaved(methods, inputs, device, False, repeats, warmup=True)
         ref = results['minimal x2 (flips)']
         for name, _ in methods:
@@ -390,7 +417,10 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help='only the no-grad forward of the DinoVim-T mixer call')
     parser.add_argument('--threads', type=int, default=None,
                         help='torch intra-op threads (1 is steadier on a shared machine)')
+    parser.add_argument('--baseline', metavar='FILE',
+                        help='also time ssd_bidirectional_torch of this standalone chunk.py')
     args = parser.parse_args(argv)
+    baseline = load_baseline(args.baseline) if args.baseline else None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -400,7 +430,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     if args.inference:
         inference(device, torch.bfloat16 if device.type == 'cuda' else torch.float32,
-                  args.repeats)
+                  args.repeats, baseline)
         return
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
     if device.type == 'cuda':
@@ -412,11 +442,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         except ImportError:
             print('# mamba_ssm is not importable: no mamba_chunk_scan_combined column')
             with_mamba = False
-        run(shapes, device, torch.bfloat16, args.repeats, not args.no_sequential, with_mamba)
+        run(shapes, device, torch.bfloat16, args.repeats, not args.no_sequential, with_mamba,
+            baseline)
     else:
         if not torch.cuda.is_available():
             print('# no CUDA device: the Triton / mamba_ssm comparison is skipped; CPU part only')
-        run(shapes, device, torch.float32, args.repeats, not args.no_sequential, False)
+        run(shapes, device, torch.float32, args.repeats, not args.no_sequential, False,
+            baseline)
 
 
 if __name__ == '__main__':

@@ -8,12 +8,17 @@ Run on a CUDA machine (written for an H200):
    (``impl='torch'``) on the vision shapes B 8, L in {197, 785, 3137}, H 24, P 64, N 64, outputs
    and the gradients of every input; plus both paths against the float64 sequential oracle on a
    small shape. Errors are max |a - b| / max(1, max |b|).
+   Strong decay (fp32): the gradients of A, dt and dt_bias of both paths against the float64
+   oracle with Mamba-2's |A| in [1, 16] and dt' up to 8, 130 tokens, chunk_size 256, forward,
+   reverse and bidirectional; errors max |a - b| / max |b|, tolerance 1e-4.
 2. Timings (bf16), forward and forward+backward: our bidirectional op (one launch per stage, no
    flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
    inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
    PyTorch path. Prints the machine and the ratios measured side by side in this run.
 
 Exits 0 with a message when no CUDA device is present; exits 1 when a correctness check fails.
+``--interpreter`` runs the strong-decay check alone on CPU tensors under TRITON_INTERPRET=1 (slow;
+checks the script and the kernels' arithmetic without a GPU).
 """
 import argparse
 import os
@@ -109,6 +114,67 @@ def compare(label: str, got: Callable[[], Dict[str, torch.Tensor]],
     return ok
 
 
+def strong_decay_inputs(dt_scale: float, device: str, seed: int, length: int = 130,
+                        heads: int = 4, headdim: int = 16, dstate: int = 16):
+    """float64 inputs with |A| = exp(U(0, log 16)) and dt' = dt_scale * U(0.5, 1.5) <= 8 after
+    dt_bias and softplus."""
+    g = torch.Generator().manual_seed(seed)
+    f64 = dict(dtype=torch.float64)
+    dt_after = (dt_scale * (0.5 + torch.rand(1, length, heads, generator=g, **f64))).clamp(max=8)
+    dt_bias = torch.randn(heads, generator=g, **f64)
+    out = dict(x=torch.randn(1, length, heads, headdim, generator=g, **f64),
+               dt=dt_after + torch.log(-torch.expm1(-dt_after)) - dt_bias,
+               A=-torch.exp(torch.rand(heads, generator=g, **f64) * 2.772588722239781),
+               B=torch.randn(1, length, 1, dstate, generator=g, **f64) * 0.5,
+               C=torch.randn(1, length, 1, dstate, generator=g, **f64) * 0.5,
+               D=torch.randn(heads, generator=g, **f64), dt_bias=dt_bias)
+    return {k: v.to(device) for k, v in out.items()}
+
+
+def decay_gradient_errors(inputs, impl: str, mode: str) -> Dict[str, float]:
+    """max |d - d_ref| / max |d_ref| of the gradients of A, dt, dt_bias; mode 'forward',
+    'reverse' or 'bidirectional'."""
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    ours = {k: v.float().requires_grad_() for k, v in inputs.items()}
+    ref = {k: v.float().double().requires_grad_() for k, v in inputs.items()}
+    if mode == 'bidirectional':
+        outs = ssd_scan_bidirectional(**ours, chunk_size=256, dt_softplus=True, impl=impl)
+        refs = [ssd_scan_naive(**ref, dt_softplus=True, reverse=r) for r in (False, True)]
+    else:
+        reverse = mode == 'reverse'
+        outs = [ssd_scan(**ours, chunk_size=256, dt_softplus=True, reverse=reverse, impl=impl)]
+        refs = [ssd_scan_naive(**ref, dt_softplus=True, reverse=reverse)]
+    g = torch.Generator().manual_seed(0)
+    cot = [torch.randn(r.shape, generator=g, dtype=torch.float64).to(r.device) for r in refs]
+    torch.autograd.backward([o.double() for o in outs], cot)
+    torch.autograd.backward(refs, cot)
+    return {n: ((ours[n].grad.double() - ref[n].grad).abs().max()
+                / ref[n].grad.abs().max()).item() for n in ('A', 'dt', 'dt_bias')}
+
+
+def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
+    ok = True
+    print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4):')
+    for dt_scale in (2, 8):
+        inputs = strong_decay_inputs(dt_scale, device, seed=dt_scale)
+        for impl in impls:
+            for mode in ('forward', 'reverse', 'bidirectional'):
+                try:
+                    errors = decay_gradient_errors(inputs, impl, mode)
+                except Exception:
+                    print(f'  {impl:6s} dt\' ~ {dt_scale} {mode:13s} ERROR')
+                    traceback.print_exc(limit=-3, file=sys.stdout)
+                    ok = False
+                    continue
+                worst = max(errors.values())
+                ok &= worst <= 1e-4
+                print(f'  {impl:6s} dt\' ~ {dt_scale} {mode:13s} ' + ', '.join(
+                    f'd{n} {e:.1e}' for n, e in errors.items())
+                    + (' PASS' if worst <= 1e-4 else ' FAIL'))
+    return ok
+
+
 def check_correctness(lengths: List[int], batch: int) -> bool:
     ok = True
     print('correctness (relative max error):')
@@ -196,14 +262,22 @@ def main() -> int:
                         help='sequence lengths checked and timed (default: 197 785 3137)')
     parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
     parser.add_argument('--skip-timings', action='store_true',
-                        help='only the correctness check against the PyTorch path')
+                        help='only the correctness checks against the PyTorch path')
+    parser.add_argument('--interpreter', action='store_true',
+                        help='only the strong-decay check, on CPU under TRITON_INTERPRET=1')
     args = parser.parse_args()
+    if args.interpreter:
+        os.environ['TRITON_INTERPRET'] = '1'  # before the kernels are defined (first import)
+        ok = check_strong_decay('cpu')
+        print('correctness:', 'PASS' if ok else 'FAIL')
+        return 0 if ok else 1
     if not torch.cuda.is_available():
         print('ssd_gpu_check: no CUDA device here; this check needs a GPU (written for an H200). '
               'Nothing was run.')
         return 0
     print(machine())
     ok = check_correctness(args.lengths, args.batch)
+    ok &= check_strong_decay('cuda')
     if not args.skip_timings:
         timings(args.lengths, args.batch)
     print('correctness:', 'PASS' if ok else 'FAIL')

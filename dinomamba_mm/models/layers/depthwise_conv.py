@@ -6,20 +6,22 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 
-def _taps(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+def _taps(x: torch.Tensor, taps: torch.Tensor, bias: Optional[torch.Tensor],
           causal: bool) -> torch.Tensor:
     """out_t = bias + sum_s w_{K-1-s} x_{t-s} (causal) or x_{t+s} (anti-causal), s = 0..K-1.
 
-    x (B, L, C), weight (C, K), bias (C,) or None; zeros outside the sequence. K multiply-adds
-    on shifted slices: a depthwise conv over (B, C, L) is slower on CPU and needs transposes.
+    x (B, L, C), taps (K, C) contiguous (the weight transposed: a strided weight column makes
+    every multiply-add ~3x slower), bias (C,) or None; zeros outside the sequence. K
+    multiply-adds on shifted slices: a depthwise conv over (B, C, L) is slower on CPU and needs
+    transposes.
     """
-    length, width = x.shape[1], weight.shape[1]
+    length, width = x.shape[1], taps.shape[0]
     if bias is None:
-        out = x * weight[:, width - 1]
+        out = x * taps[width - 1]
     else:
-        out = torch.addcmul(bias, x, weight[:, width - 1])
+        out = torch.addcmul(bias, x, taps[width - 1])
     for shift in range(1, min(width, length)):
-        tap = weight[:, width - 1 - shift]
+        tap = taps[width - 1 - shift]
         if causal:
             out[:, shift:].addcmul_(x[:, :length - shift], tap)
         else:
@@ -34,31 +36,32 @@ class _DepthwiseConvSiLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                 causal: bool) -> torch.Tensor:
-        pre = _taps(x, weight, bias, causal)
+        taps = weight.t().contiguous()
+        pre = _taps(x, taps, bias, causal)
         ctx.causal, ctx.has_bias = causal, bias is not None
-        ctx.save_for_backward(x, weight, pre)
+        ctx.save_for_backward(x, taps, pre)
         return F.silu(pre)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor):
-        x, weight, pre = ctx.saved_tensors
+        x, taps, pre = ctx.saved_tensors
         grad_pre = torch.ops.aten.silu_backward(grad, pre)
         # d out_t / d x_j = w_{K-1-|t-j|} on the causal side: the taps of the other direction
-        grad_x = _taps(grad_pre, weight, None, not ctx.causal)
-        length, width = x.shape[1], weight.shape[1]
-        grad_w = torch.empty_like(weight)
+        grad_x = _taps(grad_pre, taps, None, not ctx.causal)
+        length, width = x.shape[1], taps.shape[0]
+        grad_taps = torch.empty_like(taps)
         for shift in range(width):
             if shift >= length:
-                grad_w[:, width - 1 - shift] = 0
+                grad_taps[width - 1 - shift] = 0
                 continue
             if ctx.causal:
                 prod = grad_pre[:, shift:] * x[:, :length - shift]
             else:
                 prod = grad_pre[:, :length - shift] * x[:, shift:]
-            grad_w[:, width - 1 - shift] = prod.sum((0, 1))
+            grad_taps[width - 1 - shift] = prod.sum((0, 1))
         grad_b = grad_pre.sum((0, 1)) if ctx.has_bias else None
-        return grad_x, grad_w, grad_b, None
+        return grad_x, grad_taps.t(), grad_b, None
 
 
 def depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -91,4 +94,4 @@ def depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                        for t in (x, weight, bias)):
         return _DepthwiseConvSiLU.apply(x, weight, bias, causal)
-    return F.silu(_taps(x, weight, bias, causal), inplace=True)
+    return F.silu(_taps(x, weight.t().contiguous(), bias, causal), inplace=True)

@@ -1,4 +1,9 @@
-"""SSD (Mamba-2) scan: public API in api.py, float64 oracle in naive.py, CPU path in chunk.py."""
+"""SSD (Mamba-2) scan.
+
+api.py is the public API; naive.py the float64 sequential oracle and reference.py the chunked
+algorithm as a short einsum listing; chunk.py / chunk_stages.py the PyTorch path (CPU) and
+triton_chunk.py / triton_kernels.py the Triton path (GPU), written in the same stages.
+"""
 from .api import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 
 __all__ = ['ssd_scan', 'ssd_scan_bidirectional', 'ssd_mixing_matrix']

@@ -11,13 +11,23 @@ Semantics, per batch b, head h, group g = h // (H // G):
 4. Accumulation in float32 for fp32 / fp16 / bf16 inputs (float64 inputs stay float64, which
    gradcheck needs); y has x's dtype, final_states the accumulation dtype.
 
+5. A non-finite dt' at token t makes the outputs from t on (in scan order) and the final state
+   non-finite, as in the recurrence, and leaves the earlier tokens' outputs as they are. (A
+   non-finite x with a finite dt' at t can also reach the earlier tokens of t's chunk: the
+   chunked algorithm multiplies it by the zeros of the causal masks.)
+6. B = 0 gives empty outputs (and zero gradients for the parameters); H = 0, P = 0, N = 0 or
+   L = 0 are errors.
+
 Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
-CPU under ``TRITON_INTERPRET=1``). ``impl=None`` or 'auto' reads ``DINOMAMBA_SSD_IMPL`` (same
-values) and otherwise picks Triton for CUDA tensors when triton imports, else torch.
+CPU under ``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its
+docstring; ``reference.py`` is the same algorithm in einsum form). ``impl=None`` or 'auto' uses
+``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first call) and otherwise picks Triton
+for CUDA tensors when triton imports, else torch. The Triton kernels compute in float32: float64
+inputs, and batches of size 0, go to the torch path whatever ``impl`` says.
 """
-import math
+import functools
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import torch
 
@@ -33,103 +43,121 @@ def _shape(t: torch.Tensor) -> str:
     return str(tuple(t.shape))
 
 
-def _check_tensor(name: str, t, ndim: int, expected: str) -> None:
+def _tensor_shape(name: str, t, ndim: int, expected: str) -> torch.Size:
+    """t's shape, after checking that t is a floating point tensor with ``ndim`` dims."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f'{name} must be a torch.Tensor of shape {expected}, '
                         f'got {type(t).__name__}')
-    if t.dim() != ndim:
+    shape = t.shape
+    if len(shape) != ndim:
         raise ValueError(f'{name} must have shape {expected} ({ndim} dims), got shape {_shape(t)}')
-    if not t.is_floating_point():
+    if not t.dtype.is_floating_point:
         raise ValueError(f'{name} must be a floating point tensor, got dtype {t.dtype}')
+    return shape
 
 
-def _check_dims(name: str, t: torch.Tensor, expected: Sequence[int], label: str) -> None:
-    if tuple(t.shape) != tuple(expected):
+def _check_dims(name: str, t: torch.Tensor, ndim: int, expected: Tuple[int, ...],
+                label: str) -> None:
+    if _tensor_shape(name, t, ndim, label) != expected:
         raise ValueError(f'{name} must have shape {label} = {tuple(expected)}, got {_shape(t)}')
 
 
 def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states,
               prefix: str = '') -> None:
-    """Raise ValueError / TypeError naming the first bad argument."""
+    """Raise ValueError / TypeError naming the first bad argument (a few microseconds when
+    every argument is right)."""
     p = prefix
-    _check_tensor(p + 'x', x, 4, '(B, L, H, P)')
-    batch, length, heads, headdim = x.shape
+    batch, length, heads, headdim = x_shape = _tensor_shape(p + 'x', x, 4, '(B, L, H, P)')
     if length == 0:
         raise ValueError(f'{p}x must hold at least one token, got shape {_shape(x)}')
-    _check_tensor(p + 'dt', dt, 3, '(B, L, H)')
-    _check_dims(p + 'dt', dt, (batch, length, heads), '(B, L, H)')
-    _check_tensor(p + 'A', A, 1, '(H,)')
-    _check_dims(p + 'A', A, (heads,), '(H,)')
-    _check_tensor(p + 'B', B, 4, '(B, L, G, N)')
-    if tuple(B.shape[:2]) != (batch, length):
+    if heads == 0 or headdim == 0:
+        raise ValueError(f'{p}x must have at least one head (H > 0) of at least one channel '
+                         f'(P > 0): x has shape (B, L, H, P) = {_shape(x)}')
+    _check_dims(p + 'dt', dt, 3, (batch, length, heads), '(B, L, H)')
+    _check_dims(p + 'A', A, 1, (heads,), '(H,)')
+    B_shape = _tensor_shape(p + 'B', B, 4, '(B, L, G, N)')
+    if B_shape[:2] != (batch, length):
         raise ValueError(f'{p}B must have shape (B, L, G, N) with (B, L) = {(batch, length)} '
                          f'as in x, got {_shape(B)}')
-    groups = B.shape[2]
+    groups, dstate = B_shape[2], B_shape[3]
+    if dstate == 0:
+        raise ValueError(f'{p}B must have a state size N > 0: B has shape (B, L, G, N) = '
+                         f'{_shape(B)}')
     if groups == 0 or heads % groups != 0:
         raise ValueError(f'the number of heads H = {heads} (x {_shape(x)}) must be a multiple of '
                          f'the number of groups G = {groups} ({p}B {_shape(B)})')
-    _check_tensor(p + 'C', C, 4, '(B, L, G, N)')
-    _check_dims(p + 'C', C, tuple(B.shape), '(B, L, G, N) as B')
+    _check_dims(p + 'C', C, 4, B_shape, '(B, L, G, N) as B')
+    tensors = [dt, A, B, C]
     if D is not None:
         if not isinstance(D, torch.Tensor) or D.dim() not in (1, 2):
             got = _shape(D) if isinstance(D, torch.Tensor) else type(D).__name__
             raise ValueError(f'{p}D must have shape (H,) or (H, P), got {got}')
-        _check_tensor(p + 'D', D, D.dim(), '(H,) or (H, P)')
-        if tuple(D.shape) not in ((heads,), (heads, headdim)):
+        if _tensor_shape(p + 'D', D, D.dim(), '(H,) or (H, P)') not in ((heads,),
+                                                                        (heads, headdim)):
             raise ValueError(f'{p}D must have shape (H,) = {(heads,)} or (H, P) = '
                              f'{(heads, headdim)}, got {_shape(D)}')
+        tensors.append(D)
     if z is not None:
-        _check_tensor(p + 'z', z, 4, '(B, L, H, P)')
-        _check_dims(p + 'z', z, tuple(x.shape), '(B, L, H, P) as x')
+        _check_dims(p + 'z', z, 4, x_shape, '(B, L, H, P) as x')
+        tensors.append(z)
     if dt_bias is not None:
-        _check_tensor(p + 'dt_bias', dt_bias, 1, '(H,)')
-        _check_dims(p + 'dt_bias', dt_bias, (heads,), '(H,)')
+        _check_dims(p + 'dt_bias', dt_bias, 1, (heads,), '(H,)')
+        tensors.append(dt_bias)
     if initial_states is not None:
-        _check_tensor(p + 'initial_states', initial_states, 4, '(B, H, P, N)')
-        _check_dims(p + 'initial_states', initial_states,
-                    (batch, heads, headdim, B.shape[3]), '(B, H, P, N)')
+        _check_dims(p + 'initial_states', initial_states, 4, (batch, heads, headdim, dstate),
+                    '(B, H, P, N)')
+        tensors.append(initial_states)
 
-    named = [(n, t) for n, t in (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
-                                 ('z', z), ('dt_bias', dt_bias),
-                                 ('initial_states', initial_states)) if t is not None]
-    for name, t in named[1:]:
-        if t.device != x.device:
-            raise ValueError(f'{p}{name} is on device {t.device} but x is on {x.device}; '
-                             'all tensors must be on one device')
+    device, dtype = x.device, x.dtype
+    if any(t.device != device for t in tensors):
+        name, t = next((n, t) for n, t in (('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
+                                            ('z', z), ('dt_bias', dt_bias),
+                                            ('initial_states', initial_states))
+                       if t is not None and t.device != device)
+        raise ValueError(f'{p}{name} is on device {t.device} but x is on {device}; '
+                         'all tensors must be on one device')
     for name, t in (('B', B), ('C', C), ('z', z)):
-        if t is not None and t.dtype != x.dtype:
-            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {x.dtype}; x, B, C and z '
+        if t is not None and t.dtype != dtype:
+            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {dtype}; x, B, C and z '
                              'must share one dtype')
 
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+    if type(chunk_size) is not int or chunk_size <= 0:
         raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
     try:
         lo, hi = (float(v) for v in dt_limit)
     except (TypeError, ValueError):
         raise ValueError(f'dt_limit must be a pair (min, max) of floats, got {dt_limit!r}')
-    if math.isnan(lo) or math.isnan(hi) or lo < 0 or lo > hi:
+    if not 0 <= lo <= hi:  # False for NaN too
         raise ValueError(f'dt_limit must satisfy 0 <= min <= max, got {dt_limit!r}')
 
 
-def _resolve_impl(impl: Optional[str], device: torch.device) -> str:
-    source = 'impl'
+@functools.lru_cache(maxsize=None)
+def _environment_impl() -> Optional[str]:
+    """The value of ``DINOMAMBA_SSD_IMPL`` (None if unset), read and checked once."""
+    env = os.environ.get(ENV_IMPL) or None
+    if env is not None and env not in IMPLS:
+        raise ValueError(f'environment variable {ENV_IMPL} must be one of '
+                         f'{", ".join(map(repr, IMPLS))}, got {env!r}')
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_importable() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _resolve_impl(impl: Optional[str], x: torch.Tensor) -> str:
+    """'torch' or 'triton' for this call (see the module docstring)."""
     if impl is None or impl == 'auto':
-        env = os.environ.get(ENV_IMPL)
-        if env:
-            impl, source = env, f'environment variable {ENV_IMPL}'
-    if impl is None:
-        impl = 'auto'
-    if impl not in IMPLS:
-        raise ValueError(f'{source} must be one of None, {", ".join(map(repr, IMPLS))}, '
-                         f'got {impl!r}')
+        impl = _environment_impl() or 'auto'
+    elif impl not in IMPLS:
+        raise ValueError(f'impl must be one of None, {", ".join(map(repr, IMPLS))}, got {impl!r}')
     if impl == 'auto':
-        if device.type != 'cuda':
-            return 'torch'
-        try:
-            import triton  # noqa: F401
-        except ImportError:
-            return 'torch'
-        return 'triton'
+        impl = 'triton' if x.device.type == 'cuda' and _triton_importable() else 'torch'
     return impl
 
 
@@ -168,7 +196,8 @@ def ssd_scan(
         return_final_states: also return the (B, H, P, N) final state (float32; float64 for
             float64 x).
         reverse: scan from the last token to the first.
-        impl: None / 'auto', 'torch' or 'triton' (see module docstring).
+        impl: None / 'auto', 'torch' or 'triton' (see the module docstring; float64 inputs and
+            B = 0 always run on the torch path).
 
     Returns:
         y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when asked for.
@@ -179,7 +208,7 @@ def ssd_scan(
     # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
     # mixed dtypes and make the saved tensors disagree with the backward's.
     with torch.autocast(device_type=x.device.type, enabled=False):
-        if _resolve_impl(impl, x.device) == 'triton':
+        if _resolve_impl(impl, x) == 'triton':
             from .triton_chunk import ssd_chunk_triton
             return ssd_chunk_triton(*args)
         return ssd_chunk_torch(*args)
@@ -243,7 +272,7 @@ def ssd_scan_bidirectional(
     args = (pairs['x'], pairs['dt'], pairs['A'], pairs['B'], pairs['C'], chunk_size, pairs['D'],
             pairs['z'], pairs['dt_bias'], dt_softplus, tuple(dt_limit))
     with torch.autocast(device_type=xf.device.type, enabled=False):  # see ssd_scan
-        if _resolve_impl(impl, xf.device) == 'triton':
+        if _resolve_impl(impl, xf) == 'triton':
             from .triton_chunk import ssd_bidirectional_triton
             return ssd_bidirectional_triton(*args)
         return ssd_bidirectional_torch(*args)
@@ -268,9 +297,8 @@ def ssd_mixing_matrix(
         M (B, H, L, L) float32 with ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` (before the z
         gate) for the scan of any x with these dt, A, B, C.
     """
-    _check_tensor('dt', dt, 3, '(B, L, H)')
-    _check_tensor('B', B, 4, '(B, L, G, N)')
-    batch, length, heads = dt.shape
+    batch, length, heads = _tensor_shape('dt', dt, 3, '(B, L, H)')
+    _tensor_shape('B', B, 4, '(B, L, G, N)')
     probe = B.new_empty(batch, length, heads, 1)  # x's role in the shared checks
     _validate(probe, dt, A, B, C, 1, None, None, dt_bias, dt_limit, None)
     return mixing_matrix(dt, A, B, C, dt_bias, dt_softplus, tuple(dt_limit), reverse)

@@ -6,7 +6,7 @@ side (i >= j forward, i <= j reverse) and 0 elsewhere. O(L^2) memory: meant for 
 """
 import torch
 
-from .chunk import preprocess_dt
+from .scan_inputs import preprocess_dt
 
 
 def mixing_matrix(dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,

@@ -1,23 +1,36 @@
-"""Triton implementation of the chunked SSD scan: autograd Function and the two entry points.
+"""Triton implementation of the chunked SSD scan: one launch function per stage, the autograd
+Function, and the two entry points.
 
-``ssd_chunk_triton`` and ``ssd_bidirectional_triton`` take exactly the arguments of
-``chunk.ssd_chunk_torch`` / ``chunk.ssd_bidirectional_torch`` (already validated by ``api.py``) and
-run the kernels of ``triton_kernels.py`` on CUDA tensors, or on CPU tensors when those kernels
-were defined under ``TRITON_INTERPRET=1``. The bidirectional scan launches every kernel stage once
-for both directions (the direction is a grid axis), reads each direction's tensors through its own
-pointers and runs the backward direction by index arithmetic, so nothing is flipped or copied.
+The stages are those of ``chunk_stages.py`` (the PyTorch path) with the same names; each function
+below launches the kernels of ``triton_kernels.py`` for it:
 
-The backward pass recomputes the chunk cumsums and states (cheap next to the scan itself) instead
-of storing them.
+  forward   dA_cumsum_fwd, chunk_state_fwd, state_passing_fwd, chunk_scan_fwd
+  backward  chunk_scan_bwd_dstates, state_passing_bwd, chunk_scan_chunk_state_bwd (the diagonal
+            blocks of the chunk scan and the chunk state in two kernels that read x, B, C and dy
+            once), dA_cumsum_bwd
+
+Every stage runs once for both directions of a bidirectional call (the direction is a grid axis):
+each direction's tensors are read through their own pointers and the reverse scan by index
+arithmetic, so nothing is flipped or copied. The backward pass recomputes dt', the running sums
+and the states (cheap next to the scan itself) instead of storing them.
+
+``ssd_chunk_triton`` and ``ssd_bidirectional_triton`` take the arguments of
+``chunk.ssd_chunk_torch`` / ``chunk.ssd_bidirectional_torch`` (validated by ``api.py``) and run on
+CUDA tensors, or on CPU tensors when the kernels were defined under ``TRITON_INTERPRET=1``. The
+kernels compute in float32: float64 inputs, and batches of size 0, run on the PyTorch path.
 """
 import contextlib
-import math
-from typing import Optional, Sequence, Tuple, Union
+import dataclasses
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import triton
 
 from . import triton_kernels as kernels
+from .chunk import ssd_bidirectional_torch, ssd_chunk_torch
+from .scan_inputs import DirectionInputs, ScanOptions
+
+Tensor = torch.Tensor
 
 #: Largest chunk length used inside the kernels: the public ``chunk_size`` only bounds the chunk
 #: length (the result does not depend on it), and 64 keeps every per-chunk tile in registers.
@@ -35,302 +48,365 @@ def _block(size: int) -> int:
     return max(triton.next_power_of_2(size), _MIN_DOT)
 
 
-def _same_strides(pair: Sequence[Optional[torch.Tensor]]) -> Tuple[Optional[torch.Tensor], ...]:
-    """Both members with one stride set (the kernels read both through one set of strides)."""
-    first, second = pair
-    if first is None or first is second or first.stride() == second.stride():
-        return tuple(pair)
-    return first.contiguous(), second.contiguous()
-
-
-def _strides(t: Optional[torch.Tensor], ndim: int) -> Tuple[int, ...]:
+def _strides(t: Optional[Tensor], ndim: int) -> Tuple[int, ...]:
     return tuple(t.stride()) if t is not None else (0,) * ndim
 
 
-def _d_strides(D: Optional[torch.Tensor]) -> Tuple[int, int]:
+def _d_strides(D: Optional[Tensor]) -> Tuple[int, int]:
     """(head, channel) strides of D, which is (H,) (one value per head) or (H, P)."""
     if D is None:
         return 0, 0
     return (D.stride(0), 0) if D.dim() == 1 else tuple(D.stride())
 
 
-class _SSDChunkFunction(torch.autograd.Function):
-    """One or two scan directions; per-direction tensors are passed as (dir0, dir1) pairs.
+@dataclasses.dataclass
+class _Pair:
+    """One input of both directions, as the kernels read it: two pointers, one set of strides
+    (a single-direction call passes its tensor twice)."""
 
-    ``directions`` = 1 uses only the first member of each pair (the second must be the same
-    tensor), 2 runs dir0 forward and dir1 reversed. Returns y of shape (directions, B, L, H, P)
-    in x's dtype and the final states (directions, B, H, P, N) float32.
-    """
+    first: Optional[Tensor]
+    second: Optional[Tensor]
 
-    @staticmethod
-    def forward(ctx, directions: int, rev_bits: int, chunk_size: int, dt_softplus: bool,
-                dt_limit: Tuple[float, float],
-                x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1, bias0, bias1,
-                initial_states):
-        meta = _Meta(directions, rev_bits, chunk_size, dt_softplus, dt_limit, x0, B0, D0, z0,
-                     bias0)
-        tensors = (x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1, bias0, bias1)
-        dtp, acs, states, final = _forward_states(meta, tensors, initial_states)
-        y = _chunk_scan(meta, tensors, dtp, acs, states)
-        ctx.meta = meta
-        ctx.save_for_backward(*tensors, initial_states)
-        ctx.set_materialize_grads(False)
-        return y, final
+    @property
+    def args(self) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        return self.first, self.second
 
-    @staticmethod
-    def backward(ctx, dy, dfinal):
-        meta = ctx.meta
-        saved = ctx.saved_tensors
-        tensors, initial_states = saved[:16], saved[16]
-        grads = _backward(meta, tensors, initial_states, dy, dfinal)
-        return (None,) * 5 + grads
+
+class _Pairs:
+    """Every input of both directions as :class:`_Pair`, fields named as in DirectionInputs."""
+
+    def __init__(self, dirs: Sequence[DirectionInputs]):
+        second = dirs[-1]
+        x = dirs[0].x
+        for name in ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias'):
+            a, b = getattr(dirs[0], name), getattr(second, name)
+            if b is not None and b is not a and b.dtype != a.dtype:
+                b = b.to(a.dtype)
+            if name == 'D' and a is not None and a.shape != b.shape:  # (H,) with (H, P)
+                a, b = (t.expand(x.shape[2], x.shape[3]) if t.dim() == 1 else t for t in (a, b))
+            if name in ('A', 'dt_bias', 'D') and a is not None:
+                a, b = a.contiguous(), b.contiguous()
+            if a is not None and a is not b and a.stride() != b.stride():
+                a, b = a.contiguous(), b.contiguous()
+            setattr(self, name, _Pair(a, b))
 
 
 class _Meta:
     """Shapes, flags and launch constants shared by the forward and backward launches."""
 
-    def __init__(self, directions, rev_bits, chunk_size, dt_softplus, dt_limit, x, B, D, z,
-                 dt_bias):
-        self.directions = directions
-        self.rev_bits = rev_bits
+    def __init__(self, options: ScanOptions, dirs: Sequence[DirectionInputs]):
+        x, B, first = dirs[0].x, dirs[0].B, dirs[0]
+        self.directions = len(dirs)
+        self.rev_bits = sum(int(rev) << k for k, rev in enumerate(options.reverse))
         self.batch, self.seqlen, self.nheads, self.hdim = x.shape
         self.ngroups, self.dstate = B.shape[2], B.shape[3]
         self.heads_per_group = self.nheads // self.ngroups
-        self.Q = _kernel_chunk(chunk_size)
+        self.Q = _kernel_chunk(options.chunk_size)
         self.nchunks = triton.cdiv(self.seqlen, self.Q)
         self.block_n = _block(self.dstate)
-        self.softplus = bool(dt_softplus)
-        self.dt_min, self.dt_max = float(dt_limit[0]), float(dt_limit[1])
-        self.clamp = self.dt_min != 0.0 or not math.isinf(self.dt_max)
-        self.has_d, self.has_z, self.has_bias = D is not None, z is not None, dt_bias is not None
+        self.softplus = bool(options.dt_softplus)
+        self.dt_min, self.dt_max = (float(v) for v in options.dt_limit)
+        self.clamp = options.clamps_dt
+        self.has_d, self.has_z = first.D is not None, first.z is not None
+        self.has_bias = first.dt_bias is not None
         self.dot_precision = 'tf32x3' if x.dtype == torch.float32 and x.is_cuda else 'ieee'
-        self.heads_total = directions * self.batch * self.nheads
+        self.heads_total = self.directions * self.batch * self.nheads
+        self.device = x.device
+        self.x_dtype = x.dtype
+
+    def f32(self, *shape: int) -> Tensor:
+        return torch.empty(*shape, device=self.device, dtype=torch.float32)
+
+    def scan_layout(self) -> Tensor:
+        """(ndir B H, nchunks, Q) float32: dt', s and their gradients, in scan order."""
+        return self.f32(self.heads_total, self.nchunks, self.Q)
 
 
-def _forward_states(meta: _Meta, tensors, initial_states):
-    """Stages 1-3: dt', the chunk cumsums a, and the incoming state of every chunk."""
-    x0, x1, dt0, dt1, A0, A1, B0, B1 = tensors[:8]
-    bias0, bias1 = tensors[14:16]
-    dev = x0.device
-    m = meta
-    dtp = torch.empty(m.heads_total, m.nchunks, m.Q, device=dev, dtype=torch.float32)
-    acs = torch.empty_like(dtp)
-    kernels._dt_cumsum_fwd_kernel[lambda META: (
+# ------------------------------------------------------------------------------ forward stages
+def dA_cumsum_fwd(m: _Meta, inp: _Pairs) -> Tuple[Tensor, Tensor]:
+    """dt' and s = running sum of dt' A per chunk, both (ndir B H, nchunks, Q)."""
+    dt, dA_cumsum = m.scan_layout(), m.scan_layout()
+    kernels._dA_cumsum_fwd_kernel[lambda META: (
         m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
-        dt0, dt1, A0, A1, bias0, bias1, dtp, acs,
+        *inp.dt.args, *inp.A.args, *inp.dt_bias.args, dt, dA_cumsum,
         m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
-        *dt0.stride(),
+        *inp.dt.first.stride(),
         HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
+    return dt, dA_cumsum
 
-    states = torch.empty(m.heads_total, m.nchunks, m.hdim, m.dstate, device=dev,
-                         dtype=torch.float32)
+
+def chunk_state_fwd(m: _Meta, inp: _Pairs, dt: Tensor, dA_cumsum: Tensor) -> Tensor:
+    """S_c of every chunk, (ndir B H, nchunks, P, N)."""
+    states = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
     kernels._chunk_state_fwd_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        x0, x1, B0, B1, dtp, acs, states,
+        *inp.x.args, *inp.B.args, dt, dA_cumsum, states,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *x0.stride(), *B0.stride(),
+        *inp.x.first.stride(), *inp.B.first.stride(),
         Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+    return states
 
-    final = torch.empty(m.directions, m.batch, m.nheads, m.hdim, m.dstate, device=dev,
-                        dtype=torch.float32)
+
+def state_passing_fwd(m: _Meta, states: Tensor, dA_cumsum: Tensor,
+                      initial_states: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """H_c entering every chunk, in place of S_c, and the final states (ndir, B, H, P, N)."""
+    final = m.f32(m.directions, m.batch, m.nheads, m.hdim, m.dstate)
     kernels._state_passing_fwd_kernel[lambda META: (
         m.heads_total, triton.cdiv(m.hdim * m.dstate, META['BLOCK']))](
-        states, acs, initial_states if initial_states is not None else final, final,
+        states, dA_cumsum, initial_states if initial_states is not None else final, final,
         m.nchunks, m.hdim, m.dstate, HAS_INIT=initial_states is not None, Q=m.Q)
-    return dtp, acs, states, final
+    return states, final
 
 
-def _chunk_scan(meta: _Meta, tensors, dtp, acs, states):
-    """Stage 4: y = intra-chunk mixing + incoming-state contribution + D x, gated by z."""
-    x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1 = tensors[:14]
-    m = meta
-    y = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, m.hdim, device=x0.device,
-                    dtype=x0.dtype)
+def chunk_scan_fwd(m: _Meta, inp: _Pairs, dt: Tensor, dA_cumsum: Tensor,
+                   states: Tensor) -> Tensor:
+    """y (ndir, B, L, H, P) in x's dtype: the diagonal blocks, the entering states, D x, the
+    gate."""
+    y = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, m.hdim, device=m.device,
+                    dtype=m.x_dtype)
     kernels._chunk_scan_fwd_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dtp, acs, states, y,
+        *inp.x.args, *inp.B.args, *inp.C.args, *inp.D.args, *inp.z.args, dt, dA_cumsum,
+        states, y,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *x0.stride(), *B0.stride(), *C0.stride(), *_d_strides(D0), *_strides(z0, 4),
+        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
+        *_d_strides(inp.D.first), *_strides(inp.z.first, 4),
         HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
     return y
 
 
-def _backward(meta: _Meta, tensors, initial_states, dy, dfinal):
-    """Gradients of every tensor input, in the order of ``_SSDChunkFunction.forward``."""
-    x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, D0, D1, z0, z1, bias0, bias1 = tensors
-    m = meta
-    dev = x0.device
-    f32 = dict(device=dev, dtype=torch.float32)
-    dtp, acs, states, _ = _forward_states(meta, tensors, initial_states)
-    if dy is None:
-        dy = torch.zeros(m.directions, m.batch, m.seqlen, m.nheads, m.hdim, device=dev,
-                         dtype=x0.dtype)
-    dy = dy.contiguous()
-
-    dstates = torch.empty_like(states)
-    kernels._chunk_dstate_bwd_kernel[lambda META: (
+# ------------------------------------------------------------------------------ backward stages
+def chunk_scan_bwd_dstates(m: _Meta, inp: _Pairs, dy: Tensor, dA_cumsum: Tensor) -> Tensor:
+    """The part of dL/dH_c that chunk c's outputs contribute, (ndir B H, nchunks, P, N)."""
+    dstates = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
+    kernels._chunk_scan_bwd_dstates_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        C0, C1, z0, z1, dy, acs, dstates,
+        *inp.C.args, *inp.z.args, dy, dA_cumsum, dstates,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *C0.stride(), *_strides(z0, 4),
+        *inp.C.first.stride(), *_strides(inp.z.first, 4),
         HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+    return dstates
 
-    dinit = torch.empty(m.directions, m.batch, m.nheads, m.hdim, m.dstate, **f32)
-    flat_blocks = {}
 
-    def passing_grid(META):
-        flat_blocks['n'] = triton.cdiv(m.hdim * m.dstate, META['BLOCK'])
-        return m.heads_total, flat_blocks['n']
+def state_passing_bwd(m: _Meta, dstates: Tensor, states: Tensor, dA_cumsum: Tensor,
+                      d_final: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    """dL/dS_c in place of the local parts, dL/ds_last (ndir B H, nchunks) and dL/dH_0
+    (ndir, B, H, P, N)."""
+    d_initial = m.f32(m.directions, m.batch, m.nheads, m.hdim, m.dstate)
+    blocks = {}
 
-    # Room for the smallest BLOCK of any config; the kernel fills its own cdiv(P * N, BLOCK).
+    def grid(META):
+        blocks['n'] = triton.cdiv(m.hdim * m.dstate, META['BLOCK'])
+        return m.heads_total, blocks['n']
+
+    # room for the smallest BLOCK of any config; the kernel fills its own cdiv(P * N, BLOCK)
     min_block = min(cfg.kwargs['BLOCK'] for cfg in kernels._FLAT_CONFIGS)
-    dalast_parts = torch.zeros(m.heads_total, m.nchunks,
-                               triton.cdiv(m.hdim * m.dstate, min_block), **f32)
-    if dfinal is not None:
-        dfinal = dfinal.float().contiguous()
-    kernels._state_passing_bwd_kernel[passing_grid](
-        dstates, states, acs, dfinal if dfinal is not None else dinit, dinit, dalast_parts,
-        m.nchunks, m.hdim, m.dstate, HAS_DFINAL=dfinal is not None, Q=m.Q)
-    used = flat_blocks['n']
-    dalast = dalast_parts.view(-1)[:m.heads_total * m.nchunks * used]
-    dalast = dalast.view(m.heads_total, m.nchunks, used).sum(-1).contiguous()
+    parts = torch.zeros(m.heads_total, m.nchunks, triton.cdiv(m.hdim * m.dstate, min_block),
+                        device=m.device, dtype=torch.float32)
+    if d_final is not None:
+        d_final = d_final.float().contiguous()
+    kernels._state_passing_bwd_kernel[grid](
+        dstates, states, dA_cumsum, d_final if d_final is not None else d_initial, d_initial,
+        parts, m.nchunks, m.hdim, m.dstate, HAS_DFINAL=d_final is not None, Q=m.Q)
+    used = parts.view(-1)[:m.heads_total * m.nchunks * blocks['n']]
+    ddA_last = used.view(m.heads_total, m.nchunks, blocks['n']).sum(-1).contiguous()
+    return dstates, ddA_last, d_initial
 
-    dx = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, m.hdim, **f32)
-    dz = torch.empty_like(dx) if m.has_z else dx
-    dB = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, m.dstate, **f32)
-    dC = torch.empty_like(dB)
-    ddt = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, **f32)
-    dD_parts = torch.empty(m.heads_total, m.nchunks, m.hdim, **f32) if m.has_d else dx
-    dA_parts = torch.empty(m.heads_total, m.nchunks, **f32)
-    kernels._chunk_bwd_dx_kernel[lambda META: (
+
+@dataclasses.dataclass
+class _ChunkGrads:
+    """Outputs of :func:`chunk_scan_chunk_state_bwd` (float32; per head for dB, dC)."""
+
+    dx: Tensor  # (ndir, B, L, H, P)
+    dz: Optional[Tensor]  # (ndir, B, L, H, P)
+    dD: Optional[Tensor]  # (ndir B H, nchunks, P) partial sums
+    dB: Tensor  # (ndir, B, L, H, N)
+    dC: Tensor  # (ndir, B, L, H, N)
+    ddt: Tensor  # dL/d(dt') through the explicit dt' factors, scan layout
+    ddA: Tensor  # dL/d(dt' A), scan layout
+
+
+def chunk_scan_chunk_state_bwd(m: _Meta, inp: _Pairs, dy: Tensor, dt: Tensor,
+                               dA_cumsum: Tensor, states: Tensor, dstates: Tensor,
+                               ddA_last: Tensor) -> _ChunkGrads:
+    """The backward pass of the chunk scan's diagonal blocks and of the chunk state."""
+    dx = m.f32(m.directions, m.batch, m.seqlen, m.nheads, m.hdim)
+    dz = torch.empty_like(dx) if m.has_z else None
+    dD = m.f32(m.heads_total, m.nchunks, m.hdim) if m.has_d else None
+    kernels._chunk_scan_chunk_state_bwd_dx_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dy, dtp, acs, states, dstates, dx, dz, dD_parts,
+        *inp.x.args, *inp.B.args, *inp.C.args, *inp.D.args, *inp.z.args, dy,
+        dt, dA_cumsum, states, dstates, dx, dz if dz is not None else dx,
+        dD if dD is not None else dx,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *x0.stride(), *B0.stride(), *C0.stride(), *_d_strides(D0), *_strides(z0, 4),
+        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
+        *_d_strides(inp.D.first), *_strides(inp.z.first, 4),
         HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
-    kernels._chunk_bwd_dbc_kernel[(m.heads_total, m.nchunks)](
-        x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, z0, z1, bias0, bias1, dy,
-        dtp, acs, states, dstates, dalast, dB, dC, ddt, dA_parts,
+
+    dB = m.f32(m.directions, m.batch, m.seqlen, m.nheads, m.dstate)
+    dC = torch.empty_like(dB)
+    ddt, ddA = m.scan_layout(), m.scan_layout()
+    kernels._chunk_scan_chunk_state_bwd_dbc_kernel[(m.heads_total, m.nchunks)](
+        *inp.x.args, *inp.B.args, *inp.C.args, *inp.z.args, dy,
+        dt, dA_cumsum, states, dstates, ddA_last, dB, dC, ddt, ddA,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        m.dt_min, m.dt_max,
-        *x0.stride(), *dt0.stride(), *B0.stride(), *C0.stride(), *_strides(z0, 4),
-        HAS_Z=m.has_z, HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp,
-        Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
+        *_strides(inp.z.first, 4),
+        HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+    return _ChunkGrads(dx, dz, dD, dB, dC, ddt, ddA)
 
-    def per_group(g: torch.Tensor) -> torch.Tensor:  # (ndir, B, L, H, N) -> (ndir, B, L, G, N)
-        return g.view(m.directions, m.batch, m.seqlen, m.ngroups, m.heads_per_group,
-                      m.dstate).sum(4)
 
-    dB, dC = per_group(dB), per_group(dC)
+def dA_cumsum_bwd(m: _Meta, inp: _Pairs, dt: Tensor, ddA: Tensor,
+                  ddt: Tensor) -> Tuple[Tensor, Tensor]:
+    """dL/d(dt + dt_bias) (ndir, B, L, H) and dA (ndir, H)."""
+    ddt_raw = m.f32(m.directions, m.batch, m.seqlen, m.nheads)
+    dA_parts = m.f32(m.heads_total, m.nchunks)
+    kernels._dA_cumsum_bwd_kernel[lambda META: (
+        m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
+        *inp.dt.args, *inp.A.args, *inp.dt_bias.args, dt, ddA, ddt, ddt_raw, dA_parts,
+        m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
+        *inp.dt.first.stride(),
+        HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
     dA = dA_parts.view(m.directions, m.batch, m.nheads, m.nchunks).sum((1, 3))
-    dbias = ddt.sum((1, 2)) if m.has_bias else None
-    if m.has_d:
-        dD = dD_parts.view(m.directions, m.batch, m.nheads, m.nchunks, m.hdim).sum((1, 3))
-        if D0.dim() == 1:
-            dD = dD.sum(-1)
-
-    grads = []
-    for k in range(2):
-        if k >= m.directions:
-            grads.append([None] * 8)
-            continue
-        grads.append([
-            dx[k].to(x0.dtype), ddt[k].to(dt0.dtype), dA[k].to(A0.dtype), dB[k].to(B0.dtype),
-            dC[k].to(C0.dtype), dD[k].to(D0.dtype) if m.has_d else None,
-            dz[k].to(z0.dtype) if m.has_z else None,
-            dbias[k].to(bias0.dtype) if m.has_bias else None])
-    interleaved = tuple(g for pair in zip(grads[0], grads[1]) for g in pair)
-    return interleaved + (dinit[0] if initial_states is not None else None,)
+    return ddt_raw, dA
 
 
-def _prepare(pairs: dict):
-    """Per-direction tensors with shared strides and dtypes, as the kernels read them."""
-    x0 = pairs['x'][0]
-    out = {}
-    for name, pair in pairs.items():
-        first, second = pair
-        if second is not None and first is not second and second.dtype != first.dtype:
-            second = second.to(first.dtype)
-        if name == 'D' and first is not None and first.shape != second.shape:
-            first = first.expand(x0.shape[2], x0.shape[3]) if first.dim() == 1 else first
-            second = second.expand(x0.shape[2], x0.shape[3]) if second.dim() == 1 else second
-        if name in ('A', 'dt_bias', 'D') and first is not None:
-            first, second = first.contiguous(), second.contiguous()
-        out[name] = _same_strides((first, second))
-    return out
+# ------------------------------------------------------------------------------ Function
+class TritonScanFunction(torch.autograd.Function):
+    """One or two scan directions through the stages above.
+
+    ``apply(options, *tensors)``: the :class:`DirectionInputs` fields of each direction in turn
+    (``initial_states`` only for a single direction). Returns y (ndir, B, L, H, P) in x's dtype
+    and the final states (ndir, B, H, P, N) float32.
+    """
+
+    @staticmethod
+    def forward(ctx, options: ScanOptions, *tensors: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        dirs = DirectionInputs.unflatten(tensors)
+        m, inp = _Meta(options, dirs), _Pairs(dirs)
+        initial_states = dirs[0].initial_states
+        if initial_states is not None:
+            initial_states = initial_states.float().contiguous()
+        dt, dA_cumsum = dA_cumsum_fwd(m, inp)
+        states = chunk_state_fwd(m, inp, dt, dA_cumsum)
+        states, final = state_passing_fwd(m, states, dA_cumsum, initial_states)
+        y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
+        ctx.options, ctx.n_inputs = options, len(tensors)
+        ctx.save_for_backward(*tensors)
+        ctx.set_materialize_grads(False)
+        return y, final
+
+    @staticmethod
+    def backward(ctx, dy: Optional[Tensor], d_final: Optional[Tensor]):
+        dirs = DirectionInputs.unflatten(ctx.saved_tensors)
+        m, inp = _Meta(ctx.options, dirs), _Pairs(dirs)
+        initial_states = dirs[0].initial_states
+        if initial_states is not None:
+            initial_states = initial_states.float().contiguous()
+        dt, dA_cumsum = dA_cumsum_fwd(m, inp)
+        states, _ = state_passing_fwd(m, chunk_state_fwd(m, inp, dt, dA_cumsum), dA_cumsum,
+                                      initial_states)
+        if dy is None:
+            dy = torch.zeros(m.directions, m.batch, m.seqlen, m.nheads, m.hdim,
+                             device=m.device, dtype=m.x_dtype)
+        dy = dy.contiguous()
+
+        dstates = chunk_scan_bwd_dstates(m, inp, dy, dA_cumsum)
+        dstates, ddA_last, d_initial = state_passing_bwd(m, dstates, states, dA_cumsum, d_final)
+        grads = chunk_scan_chunk_state_bwd(m, inp, dy, dt, dA_cumsum, states, dstates, ddA_last)
+        ddt_raw, dA = dA_cumsum_bwd(m, inp, dt, grads.ddA, grads.ddt)
+
+        def per_group(g: Tensor) -> Tensor:  # (ndir, B, L, H, N) -> (ndir, B, L, G, N)
+            return g.view(m.directions, m.batch, m.seqlen, m.ngroups, m.heads_per_group,
+                          m.dstate).sum(4)
+
+        dB, dC = per_group(grads.dB), per_group(grads.dC)
+        d_bias = ddt_raw.sum((1, 2)) if m.has_bias else None
+        dD = None
+        if m.has_d:
+            dD = grads.dD.view(m.directions, m.batch, m.nheads, m.nchunks, m.hdim).sum((1, 3))
+        out: List[Optional[Tensor]] = []
+        for k, d in enumerate(dirs):
+            D_k = None if dD is None else (dD[k].sum(-1) if d.D.dim() == 1 else dD[k])
+            out += DirectionInputs(
+                grads.dx[k].to(d.x.dtype), ddt_raw[k].to(d.dt.dtype), dA[k].to(d.A.dtype),
+                dB[k].to(d.B.dtype), dC[k].to(d.C.dtype),
+                None if D_k is None else D_k.to(d.D.dtype),
+                None if grads.dz is None else grads.dz[k].to(d.z.dtype),
+                None if d_bias is None else d_bias[k].to(d.dt_bias.dtype),
+                None if d.initial_states is None else
+                d_initial[k].to(d.initial_states.dtype)).tensors()
+        return (None, *out)
 
 
-def _run(pairs: dict, directions: int, rev_bits: int, chunk_size: int, dt_softplus: bool,
-         dt_limit, initial_states: Optional[torch.Tensor]):
-    if not (pairs['x'][0].is_cuda or kernels.INTERPRETING):
+def _run(options: ScanOptions, dirs: List[DirectionInputs]) -> Tuple[Tensor, Tensor]:
+    x = dirs[0].x
+    if not (x.is_cuda or kernels.INTERPRETING):
         raise ValueError(
-            f'the Triton SSD scan needs CUDA tensors (got device {pairs["x"][0].device}) or '
+            f'the Triton SSD scan needs CUDA tensors (got device {x.device}) or '
             'TRITON_INTERPRET=1 set before dinomamba_mm.ops.ssd.triton_kernels is imported')
-    p = _prepare(pairs)
-    if initial_states is not None:
-        initial_states = initial_states.float().contiguous()
-    flat = [t for name in ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias') for t in p[name]]
-    x = flat[0]
+    if kernels.INTERPRETING and not x.is_cuda and x.dtype == torch.bfloat16:
+        raise ValueError('x has dtype torch.bfloat16, which the Triton interpreter '
+                         '(TRITON_INTERPRET=1) cannot compute on CPU: pass float32 or float16 '
+                         "tensors, or use impl='torch'")
+    flat = [t for d in dirs for t in d.tensors()]
     # Triton launches on the current CUDA device (autograd's backward thread sets it itself).
     with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-        return _SSDChunkFunction.apply(directions, rev_bits, chunk_size, dt_softplus,
-                                       tuple(dt_limit), *flat, initial_states)
+        return TritonScanFunction.apply(options, *flat)
+
+
+def _torch_path_needed(x: Tensor) -> bool:
+    return x.dtype == torch.float64 or x.shape[0] == 0
 
 
 def ssd_chunk_triton(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
     chunk_size: int,
-    D: Optional[torch.Tensor],
-    z: Optional[torch.Tensor],
-    dt_bias: Optional[torch.Tensor],
+    D: Optional[Tensor],
+    z: Optional[Tensor],
+    dt_bias: Optional[Tensor],
     dt_softplus: bool,
     dt_limit: Tuple[float, float],
-    initial_states: Optional[torch.Tensor],
+    initial_states: Optional[Tensor],
     return_final_states: bool,
     reverse: bool,
-) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """One SSD scan (see ``api.ssd_scan``): x (B, L, H, P) -> y (B, L, H, P) [, (B, H, P, N)]."""
-    if x.shape[1] == 0:
-        y = x.new_zeros(x.shape)
-        if not return_final_states:
-            return y
-        final = (initial_states.float() if initial_states is not None else
-                 x.new_zeros(x.shape[0], x.shape[2], x.shape[3], B.shape[3], dtype=torch.float32))
-        return y, final
-    pairs = {name: (t, t) for name, t in (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C),
-                                          ('D', D), ('z', z), ('dt_bias', dt_bias))}
-    y, final = _run(pairs, 1, int(bool(reverse)), chunk_size, dt_softplus, dt_limit,
-                    initial_states)
-    if return_final_states:
-        return y[0], final[0]
-    return y[0]
+    if _torch_path_needed(x):
+        return ssd_chunk_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit,
+                               initial_states, return_final_states, reverse)
+    options = ScanOptions(chunk_size, dt_softplus, tuple(dt_limit), (bool(reverse), ),
+                          return_final_states)
+    y, final = _run(options, [DirectionInputs(x, dt, A, B, C, D, z, dt_bias, initial_states)])
+    return (y[0], final[0]) if return_final_states else y[0]
 
 
 def ssd_bidirectional_triton(
-    x: Tuple[torch.Tensor, torch.Tensor],
-    dt: Tuple[torch.Tensor, torch.Tensor],
-    A: Tuple[torch.Tensor, torch.Tensor],
-    B: Tuple[torch.Tensor, torch.Tensor],
-    C: Tuple[torch.Tensor, torch.Tensor],
+    x: Tuple[Tensor, Tensor],
+    dt: Tuple[Tensor, Tensor],
+    A: Tuple[Tensor, Tensor],
+    B: Tuple[Tensor, Tensor],
+    C: Tuple[Tensor, Tensor],
     chunk_size: int,
-    D: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]],
-    z: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]],
-    dt_bias: Tuple[Optional[torch.Tensor], Optional[torch.Tensor]],
+    D: Tuple[Optional[Tensor], Optional[Tensor]],
+    z: Tuple[Optional[Tensor], Optional[Tensor]],
+    dt_bias: Tuple[Optional[Tensor], Optional[Tensor]],
     dt_softplus: bool,
     dt_limit: Tuple[float, float],
-) -> Tuple[torch.Tensor, torch.Tensor]:
+) -> Tuple[Tensor, Tensor]:
     """Forward and reverse scans in one launch per stage (see ``api.ssd_scan_bidirectional``).
 
     Each argument is a (forward, backward) pair, in input token order; returns (y_fwd, y_bwd).
     """
-    if x[0].shape[1] == 0:
-        return x[0].new_zeros(x[0].shape), x[1].new_zeros(x[1].shape)
-    pairs = {name: tuple(pair) if pair is not None else (None, None)
-             for name, pair in (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
-                                ('z', z), ('dt_bias', dt_bias))}
-    y, _ = _run(pairs, 2, 0b10, chunk_size, dt_softplus, dt_limit, None)
+    if _torch_path_needed(x[0]):
+        return ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
+                                       dt_limit)
+    options = ScanOptions(chunk_size, dt_softplus, tuple(dt_limit), (False, True), False)
+    dirs = [DirectionInputs(x[k], dt[k], A[k], B[k], C[k], D[k], z[k], dt_bias[k])
+            for k in range(2)]
+    y, _ = _run(options, dirs)
     return y[0], y[1]

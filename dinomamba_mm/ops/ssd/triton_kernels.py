@@ -1,21 +1,34 @@
 """Triton kernels of the chunked SSD scan (Mamba-2 state space duality), forward and backward.
 
-The sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..64). Per
-direction d, batch b, head h (group g = h // (H // G)), with a = the within-chunk inclusive
-cumulative sum of dt' * A and a_last its value at the chunk end:
+The stages and their names are those of ``chunk_stages.py`` (the PyTorch path; its docstring
+defines them); ``triton_chunk.py`` launches these kernels, one Python function per stage. The
+sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..64). Per direction d,
+batch b, head h (group g = h // (H // G)), with s = dA_cumsum, the within-chunk inclusive running
+sum of dt' A, and s_last its value at the chunk end:
 
-1. ``_dt_cumsum_fwd_kernel``      dt' (bias, softplus, clamp) and a, per chunk.
-2. ``_chunk_state_fwd_kernel``    S_c = sum_s exp(a_last - a_s) dt'_s x_s B_s^T        (P x N).
-3. ``_state_passing_fwd_kernel``  H_c = exp(a_last[c-1]) H_{c-1} + S_{c-1}, H_0 = initial states
-                                  (a sequential loop over chunks, written over S in place).
-4. ``_chunk_scan_fwd_kernel``     y_t = sum_{s<=t} (C_t.B_s) exp(a_t - a_s) dt'_s x_s
-                                        + exp(a_t) H_c C_t + D x_t, then * silu(z_t).
+Forward:
+* ``_dA_cumsum_fwd_kernel``     dt' (bias, softplus, clamp) and s, per chunk.
+* ``_chunk_state_fwd_kernel``   S_c = sum_j exp(s_last - s_j) dt'_j x_j B_j^T            (P x N).
+* ``_state_passing_fwd_kernel`` H_c = exp(s_last[c-1]) H_{c-1} + S_{c-1}, H_0 = initial states
+                                (a sequential loop over chunks, written over S in place).
+* ``_chunk_scan_fwd_kernel``    y_t = sum_{j<=t} (C_t.B_j) exp(s_t - s_j) dt'_j x_j
+                                      + exp(s_t) H_c C_t + D x_t, then * silu(z_t).
+Backward:
+* ``_chunk_scan_bwd_dstates_kernel``  the part of dL/dH_c that chunk c's outputs contribute.
+* ``_state_passing_bwd_kernel``       the reverse scan of dL/dH over chunks, and dL/ds_last.
+* ``_chunk_scan_chunk_state_bwd_dx_kernel``   dx (through the chunk scan and the chunk state),
+                                              dz, partial dD; blocked over P.
+* ``_chunk_scan_chunk_state_bwd_dbc_kernel``  dB, dC (per head), dL/d(dt') through the explicit
+                                              dt' factors and ddA = dL/d(dt' A); a loop over P.
+* ``_dA_cumsum_bwd_kernel``           dL/d(dt + dt_bias) and partial dA from ddA and dL/d(dt').
+The two chunk kernels of the backward pass serve both the chunk scan and the chunk state: each
+keeps its tiles in registers and reads x, B, C and dy once.
 
-Backward: ``_chunk_dstate_bwd_kernel`` (the chunk's own share of dL/dH_c),
-``_state_passing_bwd_kernel`` (the reverse scan of dL/dH_c over chunks), then per chunk
-``_chunk_bwd_dx_kernel`` (dx, dz, partial dD; blocked over P) and ``_chunk_bwd_dbc_kernel``
-(per-head dB and dC, ddt, partial dA; a loop over P), split so that each keeps its tiles in
-registers.
+The decay gradient is summed without cancellation: step k enters the exponent s_t - s_j of the
+pairs j < k <= t, so ddA_k takes the sum of their gradients over that rectangle (a running sum
+down the columns, then a sum left of the diagonal), and the exclusive running sum of the chunk
+state's terms; neither adds a term that another subtracts again (summing rows minus columns of the
+same matrix and then a running sum over k loses about Q times more digits in float32).
 
 Index conventions shared by every kernel:
 
@@ -26,10 +39,13 @@ Index conventions shared by every kernel:
   ``i + rev * (L - 1 - 2 i)`` with ``rev = (rev_bits >> d) & 1``; chunks are cut in scan order,
   so the last chunk of a reverse scan ends at token 0. No flipped copies are made.
 * Intermediates are float32, contiguous, indexed by the scan order:
-  dt', a: (ndir, B, H, nchunks, Q); chunk states: (ndir, B, H, nchunks, P, N).
+  dt', s, ddA, dL/d(dt'): (ndir, B, H, nchunks, Q); chunk states: (ndir, B, H, nchunks, P, N).
   Outputs written per token are in input order: (ndir, B, L, H, P) and (ndir, B, L, H, N).
-* Masks come from differences of cumulative sums (never products of exponentials); tokens past L
-  have dt' = 0, so they neither decay nor inject and a_last is the cumsum at the last real token.
+* Masks come from differences of running sums (never products of exponentials) and are zeroed
+  off the causal side after they are multiplied, so that a NaN or inf dt' reaches no earlier
+  token; tokens past L have dt' = 0, so they neither decay nor inject and s_last is the sum up
+  to the last real token. Where dt' is not finite, x enters no product (the running sums carry
+  the NaN / inf to the later tokens, as the recurrence does).
 * Matrix products accumulate in float32; operands are in the input dtype (fp16 / bf16 use tensor
   cores), fp32 inputs use ``DOT_PRECISION`` ('tf32x3' on GPU, fp32-accurate).
 """
@@ -115,8 +131,9 @@ def _cumsum(v, axis, reverse=False):
 
 @triton.jit
 def _softplus(v):
-    """torch.nn.functional.softplus with its threshold 20, in float32."""
-    return tl.where(v > 20.0, v, tl.log(1.0 + tl.exp(tl.minimum(v, 20.0))))
+    """torch.nn.functional.softplus with its threshold 20, in float32 (NaN stays NaN)."""
+    return tl.where(v > 20.0, v,
+                    tl.log(1.0 + tl.exp(tl.minimum(v, 20.0, propagate_nan=tl.PropagateNan.ALL))))
 
 
 @triton.jit
@@ -131,56 +148,74 @@ def _load_dy(dout_ptr, z0, z1, d, row_off, z_row_off, col_off, z_col_off, mask,
     return dy
 
 
+@triton.jit
+def _finite(v):
+    """Whether v is neither NaN nor +-inf."""
+    return tl.abs(v) < float('inf')
+
+
+@triton.jit
+def _preprocess_dt(d, dt_raw0, dt_raw1, bias0, bias1, b, pos, h, mask, h_mask, s_dt_b, s_dt_l,
+                   s_dt_h, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr):
+    """dt + dt_bias (float32) of direction ``d`` at rows ``pos``, heads ``h`` (any shapes that
+    broadcast), before softplus."""
+    dt_ptr = _pick(d, dt_raw0, dt_raw1)
+    v = tl.load(dt_ptr + b * s_dt_b + pos * s_dt_l + h * s_dt_h, mask=mask,
+                other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        bias_ptr = _pick(d, bias0, bias1)
+        v += tl.load(bias_ptr + h, mask=h_mask, other=0.0).to(tl.float32)
+    return v
+
+
+# ------------------------------------------------------------------------------ forward
 @triton.autotune(configs=_HEAD_CONFIGS, key=['nheads', 'Q'])
 @triton.jit
-def _dt_cumsum_fwd_kernel(
-    dt0, dt1, A0, A1, bias0, bias1, dtp_ptr, acs_ptr,
+def _dA_cumsum_fwd_kernel(
+    dt_raw0, dt_raw1, A0, A1, bias0, bias1, dt_ptr, dA_cumsum_ptr,
     batch, seqlen, nheads, nchunks, rev_bits, dt_min, dt_max,
     s_dt_b, s_dt_l, s_dt_h,
     HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, CLAMP: tl.constexpr,
     Q: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
-    """Grid (ndir * B, nchunks, cdiv(H, BLOCK_H)): dt' and a = cumsum(dt' A) of one chunk."""
+    """Grid (ndir * B, nchunks, cdiv(H, BLOCK_H)): dt' and s = running sum of dt' A of a chunk."""
     pid_db = tl.program_id(0)
     c = tl.program_id(1)
     d = pid_db // batch
-    b = pid_db % batch
+    b = (pid_db % batch).to(tl.int64)
     pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
     h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = h < nheads
     mask = valid[:, None] & h_mask[None, :]
 
-    dt_ptr = _pick(d, dt0, dt1)
-    v = tl.load(dt_ptr + b.to(tl.int64) * s_dt_b + pos[:, None] * s_dt_l + h[None, :] * s_dt_h,
-                mask=mask, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        bias_ptr = _pick(d, bias0, bias1)
-        v += tl.load(bias_ptr + h, mask=h_mask, other=0.0).to(tl.float32)[None, :]
+    v = _preprocess_dt(d, dt_raw0, dt_raw1, bias0, bias1, b, pos[:, None], h[None, :], mask,
+                       h_mask[None, :], s_dt_b, s_dt_l, s_dt_h, HAS_BIAS, SOFTPLUS)
     if SOFTPLUS:
         v = _softplus(v)
     if CLAMP:
-        v = tl.minimum(tl.maximum(v, dt_min), dt_max)
+        v = tl.minimum(tl.maximum(v, dt_min, propagate_nan=tl.PropagateNan.ALL), dt_max,
+                       propagate_nan=tl.PropagateNan.ALL)
     v = tl.where(mask, v, 0.0)
     A_ptr = _pick(d, A0, A1)
     A = tl.load(A_ptr + h, mask=h_mask, other=0.0).to(tl.float32)
-    acs = _cumsum(v * A[None, :], axis=0)
+    dA_cs = _cumsum(v * A[None, :], axis=0)
 
     row = (pid_db * nheads + h).to(tl.int64) * nchunks * Q + c * Q
     off = row[None, :] + tl.arange(0, Q)[:, None]
-    tl.store(dtp_ptr + off, v, mask=h_mask[None, :])
-    tl.store(acs_ptr + off, acs, mask=h_mask[None, :])
+    tl.store(dt_ptr + off, v, mask=h_mask[None, :])
+    tl.store(dA_cumsum_ptr + off, dA_cs, mask=h_mask[None, :])
 
 
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
 def _chunk_state_fwd_kernel(
-    x0, x1, B0, B1, dtp_ptr, acs_ptr, states_ptr,
+    x0, x1, B0, B1, dt_ptr, dA_cumsum_ptr, states_ptr,
     batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
     s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n,
     Q: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
     """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): the chunk state
-    S_c = sum_s exp(a_last - a_s) dt'_s x_s B_s^T into states_ptr (ndir, B, H, nchunks, P, N)."""
+    S_c = sum_j exp(s_last - s_j) dt'_j x_j B_j^T into states_ptr (ndir, B, H, nchunks, P, N)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
     d, b, h, g = _program_head(pid, batch, nheads, heads_per_group)
@@ -190,16 +225,16 @@ def _chunk_state_fwd_kernel(
     p_mask = p < hdim
     n_mask = n < dstate
 
+    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
+    dt = tl.load(dt_ptr + chunk + tl.arange(0, Q))
+    dA_cs = tl.load(dA_cumsum_ptr + chunk + tl.arange(0, Q))
+    dA_cs_last = tl.load(dA_cumsum_ptr + chunk + Q - 1)
     x_ptr = _pick(d, x0, x1)
     xT = tl.load(x_ptr + b * s_x_b + pos[None, :] * s_x_l + h * s_x_h + p[:, None] * s_x_p,
-                 mask=p_mask[:, None] & valid[None, :], other=0.0)  # (BLOCK_P, Q)
+                 mask=p_mask[:, None] & (valid & _finite(dt))[None, :], other=0.0)  # (P, Q)
     Bm = _load_group_rows(B0, B1, d, b, g, pos, n, valid[:, None] & n_mask[None, :],
                           s_B_b, s_B_l, s_B_g, s_B_n)  # (Q, BLOCK_N)
-    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
-    dtp = tl.load(dtp_ptr + chunk + tl.arange(0, Q))
-    a = tl.load(acs_ptr + chunk + tl.arange(0, Q))
-    a_last = tl.load(acs_ptr + chunk + Q - 1)
-    weight = tl.exp(a_last - a) * dtp
+    weight = tl.exp(dA_cs_last - dA_cs) * dt
     xw = (xT.to(tl.float32) * weight[None, :]).to(xT.dtype)
     state = tl.dot(xw, Bm, input_precision=DOT_PRECISION)  # (BLOCK_P, BLOCK_N)
 
@@ -211,7 +246,7 @@ def _chunk_state_fwd_kernel(
 @triton.autotune(configs=_FLAT_CONFIGS, key=['hdim', 'dstate'], restore_value=['states_ptr'])
 @triton.jit
 def _state_passing_fwd_kernel(
-    states_ptr, acs_ptr, init_ptr, final_ptr, nchunks, hdim, dstate,
+    states_ptr, dA_cumsum_ptr, init_ptr, final_ptr, nchunks, hdim, dstate,
     HAS_INIT: tl.constexpr, Q: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Grid (ndir * B * H, cdiv(P * N, BLOCK)): replaces S_c by the incoming state H_c of chunk c.
@@ -228,18 +263,27 @@ def _state_passing_fwd_kernel(
     else:
         state = tl.full((BLOCK,), 0.0, tl.float32)
     base = states_ptr + pid.to(tl.int64) * nchunks * hdim * dstate + e
-    acs = acs_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
+    dA_cs_last = dA_cumsum_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
     for c in range(nchunks):
         chunk_state = tl.load(base + c * hdim * dstate, mask=e_mask, other=0.0)
         tl.store(base + c * hdim * dstate, state, mask=e_mask)
-        state = tl.exp(tl.load(acs + c * Q)) * state + chunk_state
+        state = tl.exp(tl.load(dA_cs_last + c * Q)) * state + chunk_state
     tl.store(final_ptr + head_offset, state, mask=e_mask)
+
+
+@triton.jit
+def _causal_mix(CB, dA_cs, dt, t):
+    """(Q, Q) [t, j]: (C_t . B_j) exp(s_t - s_j) dt'_j for j <= t, exactly 0 elsewhere (also
+    where the factors are NaN or inf)."""
+    causal = t[:, None] >= t[None, :]
+    decay = tl.exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
+    return tl.where(causal, CB * decay * dt[None, :], 0.0)
 
 
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
 def _chunk_scan_fwd_kernel(
-    x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dtp_ptr, acs_ptr, states_ptr, y_ptr,
+    x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dt_ptr, dA_cumsum_ptr, states_ptr, y_ptr,
     batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
     s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n,
     s_D_h, s_D_p, s_z_b, s_z_l, s_z_h, s_z_p,
@@ -260,22 +304,21 @@ def _chunk_scan_fwd_kernel(
     qp_mask = valid[:, None] & p_mask[None, :]
     qn_mask = valid[:, None] & n_mask[None, :]
 
+    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
+    dt = tl.load(dt_ptr + chunk + t)
+    dA_cs = tl.load(dA_cumsum_ptr + chunk + t)
     x_ptr = _pick(d, x0, x1)
     x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
-                mask=qp_mask, other=0.0)  # (Q, BLOCK_P)
+                mask=qp_mask & _finite(dt)[:, None], other=0.0)  # (Q, BLOCK_P)
     Bm = _load_group_rows(B0, B1, d, b, g, pos, n, qn_mask, s_B_b, s_B_l, s_B_g, s_B_n)
     Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
-    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
-    dtp = tl.load(dtp_ptr + chunk + t)
-    a = tl.load(acs_ptr + chunk + t)
     state_in = tl.load(states_ptr + (pid.to(tl.int64) * nchunks + c) * hdim * dstate
                        + p[None, :] * dstate + n[:, None],
                        mask=n_mask[:, None] & p_mask[None, :], other=0.0)  # (BLOCK_N, BLOCK_P)
 
-    y = tl.dot(Cm, state_in.to(x.dtype), input_precision=DOT_PRECISION) * tl.exp(a)[:, None]
-    CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, s]
-    decay = tl.exp(tl.where(t[:, None] >= t[None, :], a[:, None] - a[None, :], float('-inf')))
-    mix = CB * decay * dtp[None, :]
+    y = tl.dot(Cm, state_in.to(x.dtype), input_precision=DOT_PRECISION) * tl.exp(dA_cs)[:, None]
+    CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
+    mix = _causal_mix(CB, dA_cs, dt, t)
     y += tl.dot(mix.to(x.dtype), x, input_precision=DOT_PRECISION)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
@@ -290,16 +333,17 @@ def _chunk_scan_fwd_kernel(
     tl.store(y_ptr + y_row[:, None] + p[None, :], y, mask=qp_mask)
 
 
+# ------------------------------------------------------------------------------ backward
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
-def _chunk_dstate_bwd_kernel(
-    C0, C1, z0, z1, dout_ptr, acs_ptr, dstates_ptr,
+def _chunk_scan_bwd_dstates_kernel(
+    C0, C1, z0, z1, dout_ptr, dA_cumsum_ptr, dstates_ptr,
     batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
     s_C_b, s_C_l, s_C_g, s_C_n, s_z_b, s_z_l, s_z_h, s_z_p,
     HAS_Z: tl.constexpr, Q: tl.constexpr, BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
-    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): sum_t exp(a_t) dy_t C_t^T, the part of
+    """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): sum_t exp(s_t) dy_t C_t^T, the part of
     dL/dH_c that chunk c's own outputs contribute, into dstates_ptr (ndir, B, H, nchunks, P, N)."""
     pid = tl.program_id(0)
     c = tl.program_id(1)
@@ -316,8 +360,8 @@ def _chunk_dstate_bwd_kernel(
     dyT = _load_dy(dout_ptr, z0, z1, d, y_row[None, :], b * s_z_b + pos[None, :] * s_z_l
                    + h * s_z_h, p[:, None], p[:, None] * s_z_p,
                    p_mask[:, None] & valid[None, :], HAS_Z)  # (BLOCK_P, Q)
-    a = tl.load(acs_ptr + pid.to(tl.int64) * nchunks * Q + c * Q + tl.arange(0, Q))
-    dyT = (dyT * tl.exp(a)[None, :]).to(Cm.dtype)
+    dA_cs = tl.load(dA_cumsum_ptr + pid.to(tl.int64) * nchunks * Q + c * Q + tl.arange(0, Q))
+    dyT = (dyT * tl.exp(dA_cs)[None, :]).to(Cm.dtype)
     dstate_local = tl.dot(dyT, Cm, input_precision=DOT_PRECISION)
     out = dstates_ptr + (pid.to(tl.int64) * nchunks + c) * hdim * dstate
     tl.store(out + p[:, None] * dstate + n[None, :], dstate_local,
@@ -327,15 +371,15 @@ def _chunk_dstate_bwd_kernel(
 @triton.autotune(configs=_FLAT_CONFIGS, key=['hdim', 'dstate'], restore_value=['dstates_ptr'])
 @triton.jit
 def _state_passing_bwd_kernel(
-    dstates_ptr, states_ptr, acs_ptr, dfinal_ptr, dinit_ptr, dalast_ptr, nchunks, hdim, dstate,
-    HAS_DFINAL: tl.constexpr, Q: tl.constexpr, BLOCK: tl.constexpr,
+    dstates_ptr, states_ptr, dA_cumsum_ptr, dfinal_ptr, dinit_ptr, ddA_last_ptr, nchunks, hdim,
+    dstate, HAS_DFINAL: tl.constexpr, Q: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Grid (ndir * B * H, cdiv(P * N, BLOCK)): reverse scan of dL/dH over chunks.
 
     Replaces the local part of chunk c in dstates_ptr by dL/dS_c (= dL/dH_{c+1}), writes dL/dH_0
     to dinit_ptr, reads dL/d(final state) from dfinal_ptr when HAS_DFINAL (both contiguous float32
-    (ndir, B, H, P, N)) and writes, per chunk and block, exp(a_last) <dL/dH_{c+1}, H_c> to
-    dalast_ptr (ndir, B, H, nchunks, cdiv(P * N, BLOCK)).
+    (ndir, B, H, P, N)) and writes, per chunk and block, dL/ds_last = exp(s_last) <dL/dH_{c+1}, H_c>
+    to ddA_last_ptr (ndir, B, H, nchunks, cdiv(P * N, BLOCK)).
     """
     pid = tl.program_id(0)
     blk = tl.program_id(1)
@@ -348,14 +392,14 @@ def _state_passing_bwd_kernel(
     else:
         grad = tl.full((BLOCK,), 0.0, tl.float32)
     offset = pid.to(tl.int64) * nchunks * hdim * dstate + e
-    acs = acs_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
+    dA_cs_last = dA_cumsum_ptr + pid.to(tl.int64) * nchunks * Q + Q - 1
     for k in range(nchunks):
         c = nchunks - 1 - k
         local = tl.load(dstates_ptr + offset + c * hdim * dstate, mask=e_mask, other=0.0)
         state_in = tl.load(states_ptr + offset + c * hdim * dstate, mask=e_mask, other=0.0)
         tl.store(dstates_ptr + offset + c * hdim * dstate, grad, mask=e_mask)
-        decay = tl.exp(tl.load(acs + c * Q))
-        tl.store(dalast_ptr + (pid.to(tl.int64) * nchunks + c) * nblocks + blk,
+        decay = tl.exp(tl.load(dA_cs_last + c * Q))
+        tl.store(ddA_last_ptr + (pid.to(tl.int64) * nchunks + c) * nblocks + blk,
                  decay * _sum(grad * state_in, axis=0))
         grad = decay * grad + local
     tl.store(dinit_ptr + head_offset, grad, mask=e_mask)
@@ -363,9 +407,9 @@ def _state_passing_bwd_kernel(
 
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
-def _chunk_bwd_dx_kernel(
+def _chunk_scan_chunk_state_bwd_dx_kernel(
     x0, x1, B0, B1, C0, C1, D0, D1, z0, z1, dout_ptr,
-    dtp_ptr, acs_ptr, states_ptr, dstates_ptr, dx_ptr, dz_ptr, dD_ptr,
+    dt_ptr, dA_cumsum_ptr, states_ptr, dstates_ptr, dx_ptr, dz_ptr, dD_ptr,
     batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
     s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n,
     s_D_h, s_D_p, s_z_b, s_z_l, s_z_h, s_z_p,
@@ -375,7 +419,7 @@ def _chunk_bwd_dx_kernel(
     """Grid (ndir * B * H, nchunks, cdiv(P, BLOCK_P)): dx and dz of one chunk, in input order
     (ndir, B, L, H, P) float32, and the chunk's partial sum of dD (ndir, B, H, nchunks, P).
 
-    dx_s = sum_{t>=s} (C_t.B_s) exp(a_t - a_s) dt'_s dy_t + exp(a_last - a_s) dt'_s dS B_s + D dy_s
+    dx_j = sum_{t>=j} (C_t.B_j) exp(s_t - s_j) dt'_j dy_t + exp(s_last - s_j) dt'_j dS B_j + D dy_j
     with dy = dout * silu(z) and dS = dL/dS_c; dz needs y before the gate, recomputed here.
     """
     pid = tl.program_id(0)
@@ -390,23 +434,22 @@ def _chunk_bwd_dx_kernel(
     qp_mask = valid[:, None] & p_mask[None, :]
     qn_mask = valid[:, None] & n_mask[None, :]
 
+    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
+    dt = tl.load(dt_ptr + chunk + t)
+    dA_cs = tl.load(dA_cumsum_ptr + chunk + t)
+    dA_cs_last = tl.load(dA_cumsum_ptr + chunk + Q - 1)
     x_ptr = _pick(d, x0, x1)
     x = tl.load(x_ptr + b * s_x_b + pos[:, None] * s_x_l + h * s_x_h + p[None, :] * s_x_p,
                 mask=qp_mask, other=0.0)  # (Q, BLOCK_P)
     Bm = _load_group_rows(B0, B1, d, b, g, pos, n, qn_mask, s_B_b, s_B_l, s_B_g, s_B_n)
     Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
     dot_dtype = x.dtype
-    chunk = pid.to(tl.int64) * nchunks * Q + c * Q
-    dtp = tl.load(dtp_ptr + chunk + t)
-    a = tl.load(acs_ptr + chunk + t)
-    a_last = tl.load(acs_ptr + chunk + Q - 1)
     state_off = ((pid.to(tl.int64) * nchunks + c) * hdim * dstate + p[None, :] * dstate
                  + n[:, None])
     pn_mask = n_mask[:, None] & p_mask[None, :]
 
-    decay = tl.exp(tl.where(t[:, None] >= t[None, :], a[:, None] - a[None, :], float('-inf')))
-    CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, s]
-    mix = (CB * decay * dtp[None, :]).to(dot_dtype)
+    CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
+    mix = _causal_mix(CB, dA_cs, dt, t).to(dot_dtype)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         Dv = tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask, other=0.0).to(tl.float32)
@@ -420,17 +463,19 @@ def _chunk_bwd_dx_kernel(
                     mask=qp_mask, other=0.0).to(tl.float32)
         sig = _sigmoid(z)
         state_inT = tl.load(states_ptr + state_off, mask=pn_mask, other=0.0)  # H_c^T (N, P)
-        y = tl.dot(Cm, state_inT.to(dot_dtype), input_precision=DOT_PRECISION) * tl.exp(a)[:, None]
-        y += tl.dot(mix, x, input_precision=DOT_PRECISION)
+        y = tl.dot(Cm, state_inT.to(dot_dtype), input_precision=DOT_PRECISION) * \
+            tl.exp(dA_cs)[:, None]
+        x_in = tl.where(_finite(dt)[:, None], x, 0.0)  # as the forward pass read it
+        y += tl.dot(mix, x_in, input_precision=DOT_PRECISION)
         if HAS_D:
-            y += x.to(tl.float32) * Dv[None, :]
+            y += x_in.to(tl.float32) * Dv[None, :]
         tl.store(dz_ptr + y_off, dout * y * sig * (1.0 + z * (1.0 - sig)), mask=qp_mask)
         dy = dout * z * sig
     else:
         dy = dout
 
     dST = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dS^T (N, P)
-    w = tl.exp(a_last - a) * dtp  # the chunk state's weight of token s
+    w = tl.exp(dA_cs_last - dA_cs) * dt  # the chunk state's weight of token j
     dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * w[:, None]
     dx += tl.dot(tl.trans(mix), dy.to(dot_dtype), input_precision=DOT_PRECISION)
     if HAS_D:
@@ -442,18 +487,20 @@ def _chunk_bwd_dx_kernel(
 
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
-def _chunk_bwd_dbc_kernel(
-    x0, x1, dt0, dt1, A0, A1, B0, B1, C0, C1, z0, z1, bias0, bias1, dout_ptr,
-    dtp_ptr, acs_ptr, states_ptr, dstates_ptr, dalast_ptr, dB_ptr, dC_ptr, ddt_ptr, dA_ptr,
-    batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits, dt_min, dt_max,
-    s_x_b, s_x_l, s_x_h, s_x_p, s_dt_b, s_dt_l, s_dt_h,
-    s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n, s_z_b, s_z_l, s_z_h, s_z_p,
-    HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, CLAMP: tl.constexpr,
-    Q: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_P: tl.constexpr,
+def _chunk_scan_chunk_state_bwd_dbc_kernel(
+    x0, x1, B0, B1, C0, C1, z0, z1, dout_ptr,
+    dt_ptr, dA_cumsum_ptr, states_ptr, dstates_ptr, ddA_last_ptr, dB_ptr, dC_ptr, ddt_ptr,
+    ddA_ptr,
+    batch, seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
+    s_x_b, s_x_l, s_x_h, s_x_p, s_B_b, s_B_l, s_B_g, s_B_n, s_C_b, s_C_l, s_C_g, s_C_n,
+    s_z_b, s_z_l, s_z_h, s_z_p,
+    HAS_Z: tl.constexpr, Q: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_P: tl.constexpr,
 ):
-    """Grid (ndir * B * H, nchunks): per-head dB, dC (ndir, B, L, H, N) and dL/d(dt + dt_bias)
-    (ndir, B, L, H) of one chunk in input order, float32, and its partial sum of dA
-    (ndir, B, H, nchunks). The P axis is reduced in a loop of BLOCK_P columns.
+    """Grid (ndir * B * H, nchunks): per-head dB, dC (ndir, B, L, H, N) of one chunk in input
+    order, and in scan order (ndir, B, H, nchunks, Q): dL/d(dt') through the explicit dt' factors
+    (ddt_ptr) and ddA = dL/d(dt' A) (ddA_ptr), float32. The P axis is reduced in a loop of
+    BLOCK_P columns.
     """
     pid = tl.program_id(0)
     c = tl.program_id(1)
@@ -469,9 +516,9 @@ def _chunk_bwd_dbc_kernel(
     Cm = _load_group_rows(C0, C1, d, b, g, pos, n, qn_mask, s_C_b, s_C_l, s_C_g, s_C_n)
     dot_dtype = Bm.dtype
     chunk = pid.to(tl.int64) * nchunks * Q + c * Q
-    dtp = tl.load(dtp_ptr + chunk + t)
-    a = tl.load(acs_ptr + chunk + t)
-    a_last = tl.load(acs_ptr + chunk + Q - 1)
+    dt = tl.load(dt_ptr + chunk + t)
+    dA_cs = tl.load(dA_cumsum_ptr + chunk + t)
+    dA_cs_last = tl.load(dA_cumsum_ptr + chunk + Q - 1)
 
     # Contractions over P: dy x^T (Q, Q), x dS (Q, N) and dy H_c (Q, N).
     dyx = tl.full((Q, Q), 0.0, tl.float32)
@@ -496,45 +543,77 @@ def _chunk_bwd_dbc_kernel(
         x_dS += tl.dot(x, dS, input_precision=DOT_PRECISION)
         dy_state += tl.dot(dy, state_in, input_precision=DOT_PRECISION)
 
-    decay = tl.exp(tl.where(t[:, None] >= t[None, :], a[:, None] - a[None, :], float('-inf')))
-    grad_mix = dyx * decay  # dL/d(CB_ts dt'_s) on the causal part
-    grad_mix_dt = (grad_mix * dtp[None, :]).to(dot_dtype)
-    decay_out = tl.exp(a_last - a)
-    w = decay_out * dtp  # the chunk state's weight of token s
-    exp_a = tl.exp(a)
-    dC = tl.dot(grad_mix_dt, Bm, input_precision=DOT_PRECISION) + exp_a[:, None] * dy_state
+    causal = t[:, None] >= t[None, :]
+    decay = tl.exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
+    grad_mix = tl.where(causal, dyx * decay, 0.0)  # dL/d(CB_tj dt'_j) on the causal part
+    grad_mix_dt = (grad_mix * dt[None, :]).to(dot_dtype)
+    decay_out = tl.exp(dA_cs_last - dA_cs)
+    w = decay_out * dt  # the chunk state's weight of token j
+    exp_dA_cs = tl.exp(dA_cs)
+    dC = tl.dot(grad_mix_dt, Bm, input_precision=DOT_PRECISION) + exp_dA_cs[:, None] * dy_state
     dB = tl.dot(tl.trans(grad_mix_dt), Cm, input_precision=DOT_PRECISION) + w[:, None] * x_dS
     bc_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * dstate + h * dstate
     bc_off = bc_row[:, None] + n[None, :]
     tl.store(dB_ptr + bc_off, dB, mask=qn_mask)
     tl.store(dC_ptr + bc_off, dC, mask=qn_mask)
 
-    # dL/da_t: the segment sum a_t - a_s enters with + for the row t and - for the column s.
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)
     grad_CB = grad_mix * CB
-    grad_seg = grad_CB * dtp[None, :]
-    dw = _sum(x_dS * Bm.to(tl.float32), axis=1)  # x_s^T dS B_s
-    da = _sum(grad_seg, axis=1) - _sum(grad_seg, axis=0)
-    da += exp_a * _sum(dy_state * Cm.to(tl.float32), axis=1) - w * dw
-    da_last = _sum(w * dw, axis=0) + tl.load(dalast_ptr + pid.to(tl.int64) * nchunks + c)
-    da += tl.where(t == Q - 1, da_last, 0.0)
-    # a_t = sum_{k<=t} dt'_k A, so dL/d(dt'_k A) = sum_{t>=k} dL/da_t.
-    ddA = _cumsum(da, axis=0, reverse=True)
-    A_ptr = _pick(d, A0, A1)
-    A = tl.load(A_ptr + h).to(tl.float32)
-    tl.store(dA_ptr + pid.to(tl.int64) * nchunks + c, _sum(ddA * dtp, axis=0))
-    ddtp = _sum(grad_CB, axis=0) + decay_out * dw + ddA * A
+    dw = _sum(x_dS * Bm.to(tl.float32), axis=1)  # x_j^T dS B_j
+    # step k enters s_t - s_j for j < k <= t: ddA_k = the sum of the exponents' gradients
+    # G_tj = grad_CB_tj dt'_j over that rectangle, as column sums from row k down, left of k
+    below = _cumsum(tl.where(t[:, None] > t[None, :], grad_CB * dt[None, :], 0.0), axis=0,
+                    reverse=True)
+    ddA = _sum(tl.where(t[:, None] > t[None, :], below, 0.0), axis=1)
+    # the chunk state: s_last - s_j holds step k for j < k (an exclusive running sum of T_j)
+    T = w * dw
+    ddA += _sum(tl.where(t[:, None] > t[None, :], T[None, :], 0.0), axis=1)
+    # exp(s_t) dy_t . C_t H_c depends on every step up to t, the exit's decay on all of them
+    ds_off = exp_dA_cs * _sum(dy_state * Cm.to(tl.float32), axis=1)
+    ddA += _cumsum(ds_off, axis=0, reverse=True) + tl.load(ddA_last_ptr
+                                                          + pid.to(tl.int64) * nchunks + c)
+    tl.store(ddA_ptr + chunk + t, ddA)
+    tl.store(ddt_ptr + chunk + t, _sum(grad_CB, axis=0) + decay_out * dw)
 
-    dt_ptr = _pick(d, dt0, dt1)
-    v = tl.load(dt_ptr + b * s_dt_b + pos * s_dt_l + h * s_dt_h, mask=valid,
-                other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        bias_ptr = _pick(d, bias0, bias1)
-        v += tl.load(bias_ptr + h).to(tl.float32)
+
+@triton.autotune(configs=_HEAD_CONFIGS, key=['nheads', 'Q'])
+@triton.jit
+def _dA_cumsum_bwd_kernel(
+    dt_raw0, dt_raw1, A0, A1, bias0, bias1, dt_ptr, ddA_ptr, ddt_ptr, ddt_raw_ptr, dA_ptr,
+    batch, seqlen, nheads, nchunks, rev_bits, dt_min, dt_max,
+    s_dt_b, s_dt_l, s_dt_h,
+    HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, CLAMP: tl.constexpr,
+    Q: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    """Grid (ndir * B, nchunks, cdiv(H, BLOCK_H)): from ddA = dL/d(dt' A) and dL/d(dt') of the
+    other stages (scan order), dL/d(dt + dt_bias) in input order (ndir, B, L, H) and the chunk's
+    partial sums of dA (ndir, B, H, nchunks)."""
+    pid_db = tl.program_id(0)
+    c = tl.program_id(1)
+    d = pid_db // batch
+    b = (pid_db % batch).to(tl.int64)
+    pos, valid = _scan_positions(c, d, seqlen, rev_bits, Q)
+    h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
+    h_mask = h < nheads
+    mask = valid[:, None] & h_mask[None, :]
+
+    row = (pid_db * nheads + h).to(tl.int64) * nchunks * Q + c * Q
+    off = row[None, :] + tl.arange(0, Q)[:, None]
+    dt = tl.load(dt_ptr + off, mask=h_mask[None, :], other=0.0)
+    ddA = tl.load(ddA_ptr + off, mask=h_mask[None, :], other=0.0)
+    ddt = tl.load(ddt_ptr + off, mask=h_mask[None, :], other=0.0)
+    A_ptr = _pick(d, A0, A1)
+    A = tl.load(A_ptr + h, mask=h_mask, other=0.0).to(tl.float32)
+    tl.store(dA_ptr + (pid_db * nheads + h).to(tl.int64) * nchunks + c,
+             _sum(ddA * dt, axis=0), mask=h_mask)
+
+    ddt += ddA * A[None, :]
+    v = _preprocess_dt(d, dt_raw0, dt_raw1, bias0, bias1, b, pos[:, None], h[None, :], mask,
+                       h_mask[None, :], s_dt_b, s_dt_l, s_dt_h, HAS_BIAS, SOFTPLUS)
     if SOFTPLUS:
-        ddtp = ddtp * tl.where(v > 20.0, 1.0, _sigmoid(v))
+        ddt = ddt * tl.where(v > 20.0, 1.0, _sigmoid(v))
         v = _softplus(v)
     if CLAMP:
-        ddtp = tl.where((v >= dt_min) & (v <= dt_max), ddtp, 0.0)
-    ddt_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads + h
-    tl.store(ddt_ptr + ddt_row, ddtp, mask=valid)
+        ddt = tl.where((v >= dt_min) & (v <= dt_max), ddt, 0.0)
+    out = ((d * batch + b) * seqlen + pos).to(tl.int64)[:, None] * nheads + h[None, :]
+    tl.store(ddt_raw_ptr + out, ddt, mask=mask)
