@@ -16,7 +16,10 @@ forward and of forward+backward (through every input), and peak memory. CPU peak
 of the process's peak resident set (VmHWM, reset through /proc/self/clear_refs before each call)
 over the resident set before it, with glibc's mmap threshold pinned so that freed buffers go back
 to the OS between calls; on CUDA it is torch.cuda.max_memory_allocated minus the memory allocated
-before the call.
+before the call. That pinning makes every large buffer a fresh mapping whose pages the kernel
+zeroes on first touch; ``--malloc adaptive`` leaves glibc's default (its mmap threshold rises
+to the size of the buffers freed, so a long-running process reuses them), which is how a training
+process runs: the times then exclude most page faults and the memory columns read n/a.
 With --device cuda it also compares with mamba_ssm's mamba_chunk_scan_combined in bf16 (two calls
 with flips) when mamba_ssm imports.
 
@@ -27,6 +30,7 @@ Usage:
   python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk caps
   python tools/benchmarks/ssd.py --inference     # only the DinoVim-T no-grad forward table
   python tools/benchmarks/ssd.py --quick --baseline /tmp/chunk_before.py
+  python tools/benchmarks/ssd.py --quick --malloc adaptive   # times without the pinning's page faults
   add --threads 1 on a shared machine (both methods then run single-threaded)
 """
 import argparse
@@ -233,8 +237,10 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def call_once(fn: Callable, inputs, device, backward: bool) -> Tuple[float, float, float]:
-    """(wall seconds, process CPU seconds, peak MiB) of fn, plus a backward through every input."""
+def call_once(fn: Callable, inputs, device, backward: bool,
+              memory: bool = True) -> Tuple[float, float, float]:
+    """(wall seconds, process CPU seconds, peak MiB) of fn, plus a backward through every input;
+    the MiB are nan without ``memory`` (when freed buffers stay in the process)."""
     args = _leaves(inputs, backward)
     gc.collect()
     with PeakMemory(device) as mem:
@@ -247,16 +253,17 @@ def call_once(fn: Callable, inputs, device, backward: bool) -> Tuple[float, floa
         _sync(device)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         del y_fwd, y_bwd, args
-    return wall, cpu, mem.mib
+    return wall, cpu, mem.mib if memory else float('nan')
 
 
-def measure_interleaved(methods, inputs, device, backward: bool, repeats: int, warmup: bool):
-    """Per method: median wall s, median CPU s, max peak MiB. The methods take turns in every
-    round, so load changes on a shared machine hit them alike."""
+def measure_interleaved(methods, inputs, device, backward: bool, repeats: int, warmup: bool,
+                        memory: bool = True):
+    """Per method: median wall s, median CPU s, max peak MiB (nan without ``memory``). The
+    methods take turns in every round, so load changes on a shared machine hit them alike."""
     samples = {name: [] for name, _ in methods}
     for round_ in range(repeats + int(warmup)):
         for name, fn in methods:
-            result = call_once(fn, inputs, device, backward)
+            result = call_once(fn, inputs, device, backward, memory)
             if round_ >= int(warmup):
                 samples[name].append(result)
     return {name: (statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs),
@@ -307,13 +314,14 @@ def _ratio(reference: float, value: float) -> str:
 
 def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
         with_sequential: bool, with_mamba_ssm: bool,
-        baseline: Optional[Callable] = None) -> None:
+        baseline: Optional[Callable] = None, memory: bool = True) -> None:
     print(f'# machine: {machine_line(device)}')
-    memory = ('torch.cuda.max_memory_allocated growth' if device.type == 'cuda'
-              else 'peak RSS growth')
+    memory_kind = ('torch.cuda.max_memory_allocated growth' if device.type == 'cuda'
+                   else 'peak RSS growth' if memory else
+                   "n/a (glibc's adaptive mmap threshold: freed buffers stay in the process)")
     print(f'# dtype {dtype}, chunk_size {CHUNK} (ours caps CPU chunks at '
           f'{chunk_module.CPU_CHUNK_CAP}), G = 1, D, dt_bias, dt_softplus; both directions; '
-          f'median of {repeats} interleaved rounds (1 for L > {LONG}); memory = {memory}')
+          f'median of {repeats} interleaved rounds (1 for L > {LONG}); memory = {memory_kind}')
     print('# ms = wall clock; cpu ms = process CPU time (all threads), steadier on a shared '
           'machine')
     header = ('| B | L | method | fwd ms | fwd cpu ms | fwd MiB | fwd+bwd ms | fwd+bwd cpu ms '
@@ -335,8 +343,10 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
         both_methods = methods + ([('sequential', sequential_bidirectional)]
                                   if seq and _sequential_fits(shape) else [])
         n = 1 if long else repeats
-        fwd = measure_interleaved(fwd_methods, inputs, device, False, n, warmup=not long)
-        both = measure_interleaved(both_methods, inputs, device, True, n, warmup=not long)
+        fwd = measure_interleaved(fwd_methods, inputs, device, False, n, warmup=not long,
+                                  memory=memory)
+        both = measure_interleaved(both_methods, inputs, device, True, n, warmup=not long,
+                                   memory=memory)
         ref_f, ref_b = fwd['minimal x2 (flips)'], both['minimal x2 (flips)']
         nan3 = (float('nan'),) * 3
         for name, _ in fwd_methods:
@@ -352,7 +362,7 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
 
 
 def inference(device: torch.device, dtype: torch.dtype, repeats: int,
-              baseline: Optional[Callable] = None) -> None:
+              baseline: Optional[Callable] = None, memory: bool = True) -> None:
     """No-grad forward (how a detector's backbone runs at test time) of ours and the minimal
     listing, side by side."""
     print(f'# machine: {machine_line(device)}')
@@ -366,19 +376,20 @@ def inference(device: torch.device, dtype: torch.dtype, repeats: int,
         if baseline is not None:
             methods.append(('baseline', baseline))
         methods.append(('minimal x2 (flips)', minimal_bidirectional))
-        results = measure_interleaved(methods, inputs, device, False, repeats, warmup=True)
+        results = measure_interleaved(methods, inputs, device, False, repeats, warmup=True,
+                                      memory=memory)
         ref = results['minimal x2 (flips)']
         for name, _ in methods:
             wall, cpu, mib = results[name]
             print(f'| {shape[0]} | {shape[1]} | {shape[2]} | {name} | {wall * 1e3:.0f} '
-                  f'| {cpu * 1e3:.0f} | {mib:.0f} '
+                  f'| {cpu * 1e3:.0f} | {_fmt(mib)} '
                   f'| {_ratio(ref[0], wall)} / {_ratio(ref[1], cpu)} |', flush=True)
         agree = _max_relative_difference(_leaves(inputs, False), methods)
         print(f'|  |  |  | max relative difference of the outputs: {agree:.1e} |  |  |  |  |',
               flush=True)
 
 
-def chunk_sweep(device: torch.device, repeats: int) -> None:
+def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None:
     """Fwd+bwd time of our CPU path for several chunk caps (the reason for CPU_CHUNK_CAP)."""
     print(f'# machine: {machine_line(device)}')
     print('| B | L | chunk cap | fwd+bwd ms | fwd+bwd cpu ms | fwd+bwd MiB |')
@@ -394,13 +405,14 @@ def chunk_sweep(device: torch.device, repeats: int) -> None:
             chunk_module.CPU_CHUNK_CAP = cap
             try:
                 results[cap] = measure_interleaved([(str(cap), ours_bidirectional)], inputs,
-                                                   device, True, repeats, warmup=True)[str(cap)]
+                                                   device, True, repeats, warmup=True,
+                                                   memory=memory)[str(cap)]
             finally:
                 chunk_module.CPU_CHUNK_CAP = default
         for cap in caps:
             wall, cpu, mib = results[cap]
             print(f'| {shape[0]} | {shape[1]} | {cap} | {wall * 1e3:.0f} | {cpu * 1e3:.0f} '
-                  f'| {mib:.0f} |', flush=True)
+                  f'| {_fmt(mib)} |', flush=True)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -419,18 +431,26 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     parser.add_argument('--baseline', metavar='FILE',
                         help='also time ssd_bidirectional_torch of this standalone chunk.py')
+    parser.add_argument('--malloc', choices=('pinned', 'adaptive'), default='pinned',
+                        help="CPU: 'pinned' (default) pins glibc's mmap threshold so that the "
+                             "peak memory columns are measured, and every large buffer costs "
+                             "fresh zeroed pages; 'adaptive' keeps glibc's default, as a "
+                             "training process runs (times without most page faults, memory "
+                             "n/a)")
     args = parser.parse_args(argv)
     baseline = load_baseline(args.baseline) if args.baseline else None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    _pin_malloc()
+    memory = device.type == 'cuda' or args.malloc == 'pinned'
+    if args.malloc == 'pinned':
+        _pin_malloc()
     if args.chunk_sweep:
-        chunk_sweep(device, args.repeats)
+        chunk_sweep(device, args.repeats, memory)
         return
     if args.inference:
         inference(device, torch.bfloat16 if device.type == 'cuda' else torch.float32,
-                  args.repeats, baseline)
+                  args.repeats, baseline, memory)
         return
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
     if device.type == 'cuda':
@@ -443,12 +463,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             print('# mamba_ssm is not importable: no mamba_chunk_scan_combined column')
             with_mamba = False
         run(shapes, device, torch.bfloat16, args.repeats, not args.no_sequential, with_mamba,
-            baseline)
+            baseline, memory)
     else:
         if not torch.cuda.is_available():
             print('# no CUDA device: the Triton / mamba_ssm comparison is skipped; CPU part only')
         run(shapes, device, torch.float32, args.repeats, not args.no_sequential, False,
-            baseline)
+            baseline, memory)
 
 
 if __name__ == '__main__':

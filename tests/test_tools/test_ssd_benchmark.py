@@ -1,0 +1,57 @@
+"""tools/benchmarks/ssd.py: what it measures under each --malloc mode, and its listing against
+the float64 recurrence (the benchmark's reference must itself be right)."""
+import math
+import os.path as osp
+import sys
+
+import pytest
+import torch
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(REPO, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
+from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
+
+ssd_benchmark = load_tool('tools/benchmarks/ssd.py')
+
+SHAPE = (1, 9, 2, 4, 4)  # B, L, H, P, N
+
+
+def test_call_once_reports_memory_only_when_asked():
+    inputs = ssd_benchmark.make_inputs(SHAPE, torch.device('cpu'), torch.float32)
+    wall, cpu, mib = ssd_benchmark.call_once(ssd_benchmark.ours_bidirectional, inputs,
+                                             torch.device('cpu'), True, memory=False)
+    assert wall > 0 and cpu >= 0
+    assert math.isnan(mib)
+    assert ssd_benchmark._fmt(mib) == 'n/a'
+    *_, mib = ssd_benchmark.call_once(ssd_benchmark.ours_bidirectional, inputs,
+                                      torch.device('cpu'), False, memory=True)
+    assert not math.isnan(mib)
+
+
+def test_minimal_listing_matches_the_float64_recurrence():
+    inputs = ssd_benchmark.make_inputs(SHAPE, torch.device('cpu'), torch.float32)
+    y_fwd, y_bwd = ssd_benchmark.minimal_bidirectional(**inputs)
+    for k, (y, reverse) in enumerate(((y_fwd, False), (y_bwd, True))):
+        expected = ssd_scan_naive(inputs['x'][k], inputs['dt'][k], inputs['A'][k], inputs['B'][k],
+                             inputs['C'][k], D=inputs['D'][k], dt_bias=inputs['dt_bias'][k],
+                             dt_softplus=True, reverse=reverse)
+        torch.testing.assert_close(y.double(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_adaptive_malloc_leaves_the_memory_columns_empty(capsys):
+    ssd_benchmark.run([SHAPE], torch.device('cpu'), torch.float32, repeats=1,
+                      with_sequential=False, with_mamba_ssm=False, memory=False)
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(f'| {SHAPE[0]} | {SHAPE[1]} |')]
+    assert [row.split('|')[3].strip() for row in rows] == ['ours', 'minimal x2 (flips)']
+    for row in rows:
+        cells = [cell.strip() for cell in row.split('|')[1:-1]]
+        assert cells[5] == 'n/a' and cells[8] == 'n/a'  # fwd MiB, fwd+bwd MiB
+        assert cells[3] != 'n/a' and cells[6] != 'n/a'  # fwd ms, fwd+bwd ms
+
+
+def test_malloc_mode_is_checked():
+    with pytest.raises(SystemExit):
+        ssd_benchmark.main(['--malloc', 'default'])
