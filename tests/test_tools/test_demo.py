@@ -100,6 +100,6 @@ def test_full_demo_shows_the_documented_results(tmp_path):
     stdout = _run_demo(work_dir, '--seed', '0')
     results = _check_outputs(stdout, str(work_dir))
     assert results['rank']['holds']
-    # docs/demo.md: DINO above random init on each of 3 seeds, by less than the 3 points
-    # the issue asked for; its Binary-AUC is not above random init's, so not asserted
-    assert results['top1']['dinovim'] > results['top1']['dinovim_random']
+    # docs/demo.md: the shipped DinoVim teacher probes 6.5-8.8 points above random init on
+    # seeds 0-2 (3 asked for); its Binary-AUC is not above random init's, so not asserted
+    assert results['top1']['dinovim'] - results['top1']['dinovim_random'] >= 3.0
