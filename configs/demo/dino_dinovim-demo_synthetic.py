@@ -101,5 +101,5 @@ custom_hooks = [
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=25),
-    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=1,
                     max_keep_ckpts=1, save_last=True))

@@ -80,6 +80,14 @@ def test_set_epochs_shortens_the_schedule():
         ('CosineAnnealingLR', 0, 1)]
 
 
+@pytest.mark.parametrize('model', demo.MODELS, ids=lambda m: m.name)
+def test_dino_pretraining_keeps_a_checkpoint_of_every_epoch(model):
+    # a 17-24 min run killed near its end must resume from the last epoch, not from scratch
+    cfg = Config.fromfile(model.dino_config)
+    assert cfg.train_cfg.max_epochs > 1
+    assert cfg.default_hooks.checkpoint.interval == 1
+
+
 def test_no_loss_curve_from_a_single_point(tmp_path):
     one_point = tmp_path / 'one.json'
     one_point.write_text(json.dumps(dict(iter=1, loss=5.0)) + '\n')
