@@ -45,7 +45,8 @@ def test_adaptive_malloc_leaves_the_memory_columns_empty(capsys):
                       with_sequential=False, with_mamba_ssm=False, memory=False)
     rows = [line for line in capsys.readouterr().out.splitlines()
             if line.startswith(f'| {SHAPE[0]} | {SHAPE[1]} |')]
-    assert [row.split('|')[3].strip() for row in rows] == ['ours', 'minimal x2 (flips)']
+    assert [row.split('|')[3].strip() for row in rows] == [
+        'ours', "ours' products alone", 'minimal x2 (flips)']
     for row in rows:
         cells = [cell.strip() for cell in row.split('|')[1:-1]]
         assert cells[5] == 'n/a' and cells[8] == 'n/a'  # fwd MiB, fwd+bwd MiB
@@ -55,3 +56,21 @@ def test_adaptive_malloc_leaves_the_memory_columns_empty(capsys):
 def test_malloc_mode_is_checked():
     with pytest.raises(SystemExit):
         ssd_benchmark.main(['--malloc', 'default'])
+
+
+def test_products_alone_are_every_product_of_ours():
+    """The floor replays ours' products, forward and backward: their FLOPs, counted by hand for
+    2 chunks of Q = 50 (the CPU cap of 64 tokens on L = 100), R = 2 directions x 1 row, H = 2,
+    G = 1, P = N = 4; the first chunk's zero state and the last chunk's unused one are skipped."""
+    R, H, G, nc, Q, P, N = 2, 2, 1, 2, 50, 4, 4
+    cb = 2 * R * G * nc * Q * N * Q  # C B^T of every chunk
+    diag = 2 * R * H * nc * Q * Q * P  # (mask o CB) x_dt
+    state = 2 * R * G * (nc - 1) * N * Q * (H // G) * P  # B^T x_dt of every chunk but the last
+    off = 2 * R * G * (nc - 1) * Q * N * (H // G) * P  # C H of every chunk but the first
+    inputs = ssd_benchmark.make_inputs((1, 100, H, P, N), torch.device('cpu'), torch.float32)
+    products = ssd_benchmark.products_of_ours(inputs)
+    assert products.gflop['fwd'] * 1e9 == pytest.approx(cb + diag + state + off)
+    assert products.gflop['bwd'] * 1e9 == pytest.approx(2 * diag + 2 * cb + 2 * state + 2 * off)
+    wall, _, _ = ssd_benchmark.call_once(products, inputs, torch.device('cpu'), True,
+                                         memory=False)
+    assert wall > 0

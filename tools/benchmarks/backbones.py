@@ -8,7 +8,9 @@
 Models (batch ``--batch``, 1 by default, float32, eval mode, out_type='raw' so the backward pass covers every token):
   DinoVim-T  : DinoVim arch 'tiny': width 256, 24 blocks, d_inner 512, 8 heads x 64, d_state 64,
                chunk 256 (SSD op picked by its dispatcher: the chunked torch path on CPU);
-               its no-grad forward in one pass (+seg512: in 512-token segments, as the dense configs run it)
+               its no-grad forward in one pass (+seg512: in 512-token segments, as the dense
+               configs run it; +ssd-products: its SSD scan runs only its batched products on
+               warm operands, the floor of the scan, CPU forward only)
   LinearViT  : width 256, 24 layers, 4 heads x 64, FFN 1024, phi(Q)(phi(K)^T V) attention
   ViT        : mmpretrain VisionTransformer, the same arch dict (softmax attention)
 For each (model, mode) a fresh subprocess (``--threads`` torch threads, 1 by default) runs the
@@ -39,8 +41,10 @@ import time
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
 # only when named in --models: with activation checkpointing; with the no-grad forward in
-# 512-token segments instead of one pass (segment_len=512, as the dense configs set it)
-EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512')
+# 512-token segments instead of one pass (segment_len=512, as the dense configs set it); with
+# an SSD scan that runs only its batched products (forward only, see scan_products_only)
+EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512', 'DinoVim-T+ssd-products')
+FORWARD_ONLY = ('DinoVim-T+ssd-products', )
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -59,6 +63,33 @@ def build(name: str):
     if name == 'ViT':
         return VisionTransformer(arch=dict(VIT_ARCH), out_type='raw')
     raise ValueError(f'unknown model {name!r}, expected one of {MODELS + EXTRA_MODELS}')
+
+
+def scan_products_only() -> None:
+    """Make the DinoVim mixers' SSD scan run only its batched products and return zeros: the
+    products recorded at the first call of each shape and replayed on warm operands by
+    ``tools/benchmarks/ssd.py``'s ProductReplay. The forward then costs what DinoVim-T would cost
+    if everything in the scan but its products were free, the floor of the scan's work."""
+    import importlib.util
+
+    import torch
+
+    from dinomamba_mm.models.layers import bidirectional_mamba2 as mixer_module
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ssd.py')
+    spec = importlib.util.spec_from_file_location('ssd_benchmark', path)
+    ssd_benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ssd_benchmark)
+    scan, replays = mixer_module.ssd_scan_bidirectional, {}
+
+    def products_only(x, **kwargs):
+        key = tuple(x[0].shape)
+        if key not in replays:
+            calls = ssd_benchmark.record_products(lambda: scan(x=x, **kwargs), backward=False)
+            replays[key] = ssd_benchmark.ProductReplay(calls)
+        replays[key].run('fwd')
+        return torch.zeros_like(x[0]), torch.zeros_like(x[1])
+
+    mixer_module.ssd_scan_bidirectional = products_only
 
 
 def rss_mb() -> float:
@@ -95,6 +126,10 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     cuda = device == 'cuda'
+    if name.endswith('+ssd-products'):
+        if mode != 'fwd' or cuda:
+            raise ValueError(f'{name} runs the forward on CPU only, got {mode} on {device}')
+        scan_products_only()
     model = build(name).to(device)
     model.eval()  # mmpretrain's BaseBackbone.train returns None: no chaining
     params = sum(p.numel() for p in model.parameters())
@@ -201,7 +236,9 @@ def report(results: dict, models, modes, sizes, key: str, label: str, setting: s
 
     A size that some model did not finish (its worker failed) is left out of the table.
     """
+    all_models = models
     for mode in modes:
+        models = [m for m in all_models if mode == 'fwd' or m not in FORWARD_ONLY]
         done = [s for s in sizes if all((m, mode, s) in results for m in models)]
         print(f'\n{mode}, {label} (ms) and peak memory (MB), {setting}')
         if len(done) < len(sizes):
@@ -239,7 +276,8 @@ def main() -> None:
     parser.add_argument('--models', nargs='+', default=list(MODELS),
                         choices=MODELS + EXTRA_MODELS,
                         help='backbones to time (default: %(default)s; +cp: activation '
-                        'checkpointing, +seg512: no-grad mixers in 512-token segments)')
+                        'checkpointing, +seg512: no-grad mixers in 512-token segments, '
+                        '+ssd-products: an SSD scan of its products only, CPU forward only)')
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=MODES,
                         help='forward only and / or forward + backward (default: both)')
     parser.add_argument('--repeats', type=int, default=3,
@@ -283,6 +321,8 @@ def main() -> None:
     for round_ in range(args.rounds):
         for mode in ([] if args.profile_only else args.modes):
             for name in args.models:
+                if (mode != 'fwd' or args.device != 'cpu') and name in FORWARD_ONLY:
+                    continue
                 cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                        str(args.repeats), '--point-seconds', str(args.point_seconds),
                        '--threads', str(args.threads), '--device', args.device, '--batch',

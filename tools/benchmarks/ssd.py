@@ -7,6 +7,10 @@ Side by side in one run, for each shape (B, L, H, P, N):
             its inputs are zero padded (dt = 0 past the end leaves the scan unchanged)
   sequential a token-by-token float32 recurrence (forward only where the autograd tape of L states
             would not fit; the table says so)
+  products  (CPU) only the batched matrix products of ours, recorded in one call and replayed on
+            warm operands of the same shapes and strides: the floor of ours on the machine, the
+            time no reorganisation of its other work (masks, exponentials, layouts, allocation)
+            can go below; its speed-up column is the most ours could reach against minimal
   baseline  with --baseline FILE: ``ssd_bidirectional_torch`` of a chunk.py from another commit
             (loaded as a standalone module, e.g.
             ``git show f354216:dinomamba_mm/ops/ssd/chunk.py > /tmp/chunk_before.py``), so that a
@@ -45,6 +49,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from dinomamba_mm.ops.ssd import chunk as chunk_module
 from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
@@ -60,6 +65,7 @@ CHUNK = 256
 SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the sequential scan
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
 LONG = 785  # above this: one timed round, no warm-up (minutes per call on 2 cores)
+PRODUCTS = "ours' products alone"
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -132,6 +138,92 @@ def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
 def ours_bidirectional(x, dt, A, B, C, D, dt_bias):
     return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=CHUNK, D=D, dt_bias=dt_bias,
                                   dt_softplus=True)
+
+
+class _RecordProducts(TorchDispatchMode):
+    """Records the shape and strides of every batched matrix product run under it, by phase."""
+
+    def __init__(self):
+        super().__init__()
+        self.phase = 'fwd'
+        self.calls: Dict[str, List[Tuple]] = {'fwd': [], 'bwd': []}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.bmm.default, torch.ops.aten.bmm.out):
+            a, b = args[:2]
+            self.calls[self.phase].append(((tuple(a.shape), a.stride()),
+                                           (tuple(b.shape), b.stride())))
+        return func(*args, **(kwargs or {}))
+
+
+def record_products(call: Callable[[], Tuple[torch.Tensor, torch.Tensor]],
+                    backward: bool) -> Dict[str, List[Tuple]]:
+    """The batched products of ``call()`` (which returns (y_fwd, y_bwd)) and, with ``backward``,
+    of a backward pass through it: per phase ('fwd', 'bwd'), ((shape, strides) of each operand)."""
+    recorder = _RecordProducts()
+    with recorder:
+        y_fwd, y_bwd = call()
+        if backward:
+            recorder.phase = 'bwd'
+            (y_fwd.sum() + 2 * y_bwd.sum()).backward()
+    return recorder.calls
+
+
+class ProductReplay:
+    """Runs recorded batched products on operands of the same shapes and strides, allocated once
+    per distinct product and reused in every run (warm, no other work).
+
+    Args:
+        calls (dict): per phase, the products of :func:`record_products`.
+    """
+
+    def __init__(self, calls: Dict[str, List[Tuple]]):
+        self.calls = calls
+        self.operands: Dict[Tuple, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        for call in calls['fwd'] + calls['bwd']:
+            if call not in self.operands:
+                (a_shape, a_stride), (b_shape, b_stride) = call
+                self.operands[call] = (torch.empty_strided(a_shape, a_stride).normal_(),
+                                       torch.empty_strided(b_shape, b_stride).normal_(),
+                                       torch.empty(a_shape[0], a_shape[1], b_shape[2]))
+        self.gflop = {phase: sum(2 * a[0] * a[1] * a[2] * b[2] for (a, _), (b, _) in c) / 1e9
+                      for phase, c in calls.items()}
+        self.count = {phase: len(c) for phase, c in calls.items()}
+
+    def run(self, phase: str) -> None:
+        for call in self.calls[phase]:
+            a, b, out = self.operands[call]
+            torch.bmm(a, b, out=out)
+
+
+class _Replayed(torch.autograd.Function):
+    """Forward: the forward products of a replay; backward: its backward products."""
+
+    @staticmethod
+    def forward(ctx, replay: ProductReplay, x: torch.Tensor):
+        ctx.replay = replay
+        replay.run('fwd')
+        return x.new_zeros(1), x.new_zeros(1)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.replay.run('bwd')
+        return None, None
+
+
+def products_of_ours(inputs) -> Callable:
+    """A method that runs only the batched matrix products of ``ours`` (recorded in one forward +
+    backward call on these inputs) through a :class:`ProductReplay`: the time of ours' products
+    alone, with warm operands and no other work, a floor that no reorganisation of the other work
+    can go below. Its forward runs the forward's products, its backward the backward's."""
+    replay = ProductReplay(record_products(lambda: ours_bidirectional(**_leaves(inputs, True)),
+                                           backward=True))
+
+    def products_bidirectional(x, dt, A, B, C, D, dt_bias):
+        return _Replayed.apply(replay, x[0])
+
+    products_bidirectional.gflop, products_bidirectional.count = replay.gflop, replay.count
+    return products_bidirectional
 
 
 def load_baseline(path: str) -> Callable:
@@ -333,6 +425,10 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
         long = length > LONG
         inputs = make_inputs(shape, device, dtype)
         methods: List[Tuple[str, Callable]] = [('ours', ours_bidirectional)]
+        products = None
+        if device.type == 'cpu':
+            products = products_of_ours(inputs)
+            methods.append((PRODUCTS, products))
         if baseline is not None:
             methods.append(('baseline', baseline))
         if with_mamba_ssm:
@@ -356,9 +452,18 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
                   f'| {_ratio(ref_f[0], f[0])} / {_ratio(ref_f[1], f[1])} '
                   f'| {_ratio(ref_b[0], b[0])} / {_ratio(ref_b[1], b[1])} |',
                   flush=True)
-        agree = _max_relative_difference(_leaves(inputs, False), fwd_methods)
+        agree = _max_relative_difference(_leaves(inputs, False),
+                                         [m for m in fwd_methods if m[0] != PRODUCTS])
         print(f'|  |  | max relative difference of the forward outputs: {agree:.1e} '
               + '|  ' * 8 + '|', flush=True)
+        if products is not None:
+            gflop, count = products.gflop, products.count
+            total = gflop['fwd'] + gflop['bwd']
+            print(f'# B {batch} L {length}: ours runs {count["fwd"]} batched products '
+                  f'({gflop["fwd"]:.2f} GFLOP) forward, {count["fwd"] + count["bwd"]} '
+                  f'({total:.2f} GFLOP) forward + backward; alone they ran at '
+                  f'{gflop["fwd"] / fwd[PRODUCTS][1]:.0f} and '
+                  f'{total / both[PRODUCTS][1]:.0f} GFLOP/s (CPU time)', flush=True)
 
 
 def inference(device: torch.device, dtype: torch.dtype, repeats: int,
@@ -373,6 +478,8 @@ def inference(device: torch.device, dtype: torch.dtype, repeats: int,
     for shape in INFERENCE_SHAPES:
         inputs = make_inputs(shape, device, dtype)
         methods = [('ours', ours_bidirectional)]
+        if device.type == 'cpu':
+            methods.append((PRODUCTS, products_of_ours(inputs)))
         if baseline is not None:
             methods.append(('baseline', baseline))
         methods.append(('minimal x2 (flips)', minimal_bidirectional))
@@ -381,10 +488,11 @@ def inference(device: torch.device, dtype: torch.dtype, repeats: int,
         ref = results['minimal x2 (flips)']
         for name, _ in methods:
             wall, cpu, mib = results[name]
-            print(f'| {shape[0]} | {shape[1]} | {shape[2]} | {name} | {wall * 1e3:.0f} '
-                  f'| {cpu * 1e3:.0f} | {_fmt(mib)} '
+            print(f'| {shape[0]} | {shape[1]} | {shape[2]} | {name} | {wall * 1e3:.1f} '
+                  f'| {cpu * 1e3:.1f} | {_fmt(mib)} '
                   f'| {_ratio(ref[0], wall)} / {_ratio(ref[1], cpu)} |', flush=True)
-        agree = _max_relative_difference(_leaves(inputs, False), methods)
+        agree = _max_relative_difference(_leaves(inputs, False),
+                                         [m for m in methods if m[0] != PRODUCTS])
         print(f'|  |  |  | max relative difference of the outputs: {agree:.1e} |  |  |  |  |',
               flush=True)
 
