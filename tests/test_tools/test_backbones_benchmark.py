@@ -43,3 +43,20 @@ def test_products_only_scan_runs_the_forward_products_and_returns_zeros(monkeypa
 def test_products_only_variant_is_forward_only():
     with pytest.raises(ValueError, match='forward on CPU only'):
         backbones_benchmark.worker('DinoVim-T+ssd-products', 'fwd+bwd', [32], 1, 1.0, 1)
+
+
+def test_products_only_variant_refuses_cuda():
+    with pytest.raises(ValueError, match='forward on CPU only'):
+        backbones_benchmark.worker('DinoVim-T+ssd-products', 'fwd', [32], 1, 1.0, 1, 'cuda')
+
+
+def test_report_leaves_out_the_variant_where_it_is_not_run(capsys):
+    # named with --device cuda, the CPU-only variant has no results: the other models' table
+    # must still be printed, not every size left out
+    row = dict(tokens=197, cpu_ms=10.0, ms=10.0, peak_mb=1.0)
+    results = {('DinoVim-T', 'fwd', 224): dict(row, ms=20.0), ('ViT', 'fwd', 224): row}
+    backbones_benchmark.report(results, ['DinoVim-T', 'DinoVim-T+ssd-products', 'ViT'], ['fwd'],
+                               [224], 'ms', 'wall time', 'batch 1', 'cuda')
+    out = capsys.readouterr().out
+    assert 'left out' not in out
+    assert '| 224 | 197 | 20.0 | 1 | 10.0 | 1 | 2.00 | 1.00 |' in out

@@ -44,7 +44,12 @@ MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
 # 512-token segments instead of one pass (segment_len=512, as the dense configs set it); with
 # an SSD scan that runs only its batched products (forward only, see scan_products_only)
 EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512', 'DinoVim-T+ssd-products')
-FORWARD_ONLY = ('DinoVim-T+ssd-products', )
+CPU_FORWARD_ONLY = ('DinoVim-T+ssd-products', )
+
+
+def measured(name: str, mode: str, device: str) -> bool:
+    """Whether the model ``name`` is timed in ``mode`` on ``device``."""
+    return name not in CPU_FORWARD_ONLY or (mode == 'fwd' and device == 'cpu')
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -126,9 +131,9 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float,
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     cuda = device == 'cuda'
+    if not measured(name, mode, device):
+        raise ValueError(f'{name} runs the forward on CPU only, got {mode} on {device}')
     if name.endswith('+ssd-products'):
-        if mode != 'fwd' or cuda:
-            raise ValueError(f'{name} runs the forward on CPU only, got {mode} on {device}')
         scan_products_only()
     model = build(name).to(device)
     model.eval()  # mmpretrain's BaseBackbone.train returns None: no chaining
@@ -231,14 +236,15 @@ def machine(device: str = 'cpu') -> str:
             f'({torch.get_num_threads()} threads){gpu}')
 
 
-def report(results: dict, models, modes, sizes, key: str, label: str, setting: str) -> None:
+def report(results: dict, models, modes, sizes, key: str, label: str, setting: str,
+           device: str) -> None:
     """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents.
 
     A size that some model did not finish (its worker failed) is left out of the table.
     """
     all_models = models
     for mode in modes:
-        models = [m for m in all_models if mode == 'fwd' or m not in FORWARD_ONLY]
+        models = [m for m in all_models if measured(m, mode, device)]
         done = [s for s in sizes if all((m, mode, s) in results for m in models)]
         print(f'\n{mode}, {label} (ms) and peak memory (MB), {setting}')
         if len(done) < len(sizes):
@@ -321,7 +327,7 @@ def main() -> None:
     for round_ in range(args.rounds):
         for mode in ([] if args.profile_only else args.modes):
             for name in args.models:
-                if (mode != 'fwd' or args.device != 'cpu') and name in FORWARD_ONLY:
+                if not measured(name, mode, args.device):
                     continue
                 cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                        str(args.repeats), '--point-seconds', str(args.point_seconds),
@@ -351,8 +357,9 @@ def main() -> None:
         print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
         setting = f"batch {args.batch}, {'bf16 autocast' if args.amp else 'float32'}"
         if args.device == 'cpu':
-            report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time', setting)
-        report(results, args.models, args.modes, sizes, 'ms', 'wall time', setting)
+            report(results, args.models, args.modes, sizes, 'cpu_ms', 'CPU time', setting,
+                   args.device)
+        report(results, args.models, args.modes, sizes, 'ms', 'wall time', setting, args.device)
 
     if not args.no_profile and args.device == 'cpu':
         size = sizes[-1]
