@@ -30,11 +30,12 @@ import importlib.util
 import json
 import os
 import os.path as osp
-import subprocess
 import sys
 import time
 import warnings
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from tqdm import tqdm
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG_DIR = osp.join(REPO, 'configs/demo')
@@ -105,49 +106,33 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 # ------------------------------------------------------------------------------ display
-class Display:
-    """One status line per step, redrawn in place on a terminal, printed per epoch otherwise."""
+class Steps:
+    """The demo's numbered steps on the console: a tqdm bar while a step runs (on a terminal),
+    then one line with its summary and duration."""
 
     def __init__(self, num_steps: int, stream=sys.stdout) -> None:
         self.num_steps = num_steps
         self.stream = stream
-        self.tty = stream.isatty()
         self.step = 0
-        self.step_start = time.time()
-        self.title = ''
+        self.bar = None
 
-    def begin(self, title: str) -> None:
+    def begin(self, title: str, total: Optional[int] = None) -> None:
         self.step += 1
-        self.step_start = time.time()
         self.title = title
-        self._write(f'[{self.step}/{self.num_steps}] {title} ...', final=not self.tty)
-
-    def progress(self, done: int, total: int, detail: str = '',
-                 final: bool = False) -> None:
-        width = 24
-        filled = int(width * done / max(total, 1))
-        elapsed = time.time() - self.step_start
-        eta = elapsed / done * (total - done) if done else 0.0
-        bar = '#' * filled + '-' * (width - filled)
-        line = (f'[{self.step}/{self.num_steps}] {self.title} |{bar}| {done}/{total} '
-                f'{detail} elapsed {elapsed:4.0f}s eta {eta:4.0f}s')
-        if self.tty or final:
-            self._write(line, final=final)
+        self.start = time.time()
+        self.bar = tqdm(total=total, desc=f'[{self.step}/{self.num_steps}] {title}',
+                        file=self.stream, leave=False, disable=None, dynamic_ncols=True)
 
     def end(self, summary: str) -> None:
-        self._write(f'[{self.step}/{self.num_steps}] {self.title}: {summary} '
-                    f'({time.time() - self.step_start:.0f}s)', final=True)
-
-    def _write(self, line: str, final: bool) -> None:
-        if self.tty:
-            self.stream.write('\r\033[K' + line + ('\n' if final else ''))
-        else:
-            self.stream.write(line + '\n')
+        self.bar.close()
+        self.stream.write(f'[{self.step}/{self.num_steps}] {self.title}: {summary} '
+                          f'({time.time() - self.start:.0f}s)\n')
         self.stream.flush()
 
 
-def progress_hook(display: Display):
-    """An mmengine hook feeding the training iterations and the final metrics to ``display``."""
+def progress_hook(steps: Steps):
+    """An mmengine hook that advances the step's bar per training iteration (with the epoch and
+    the loss) and keeps the losses and the final validation metrics."""
     from mmengine.hooks import Hook
 
     class DemoProgressHook(Hook):
@@ -157,14 +142,15 @@ def progress_hook(display: Display):
             self.metrics: Dict[str, float] = {}
             self.losses: List[float] = []
 
+        def before_train(self, runner) -> None:
+            steps.bar.reset(total=runner.max_iters)
+
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
             loss = float(outputs['loss']) if outputs and 'loss' in outputs else float('nan')
             self.losses.append(loss)
-            epoch_len = len(runner.train_dataloader)
-            display.progress(runner.iter + 1, runner.max_iters,
-                             f'epoch {runner.epoch + 1}/{runner.max_epochs} loss {loss:.3f}',
-                             final=batch_idx + 1 == epoch_len and not display.tty
-                             and (runner.epoch + 1) % max(1, runner.max_epochs // 5) == 0)
+            steps.bar.set_postfix_str(
+                f'epoch {runner.epoch + 1}/{runner.max_epochs} loss {loss:.3f}', refresh=False)
+            steps.bar.update()
 
         def after_val_epoch(self, runner, metrics=None) -> None:
             self.metrics.update(metrics or {})
@@ -210,19 +196,17 @@ def ensure_data(args) -> Tuple[dict, str]:
     """Generate the layouts the demo reads (cls, ade) under ``args.data_root`` when missing,
     with the options of ``DEMO_DATA``; layouts already there are used as they are. Returns the
     image counts and classes, and a summary line."""
-    sys.path.insert(0, osp.join(REPO, 'tools/data'))
-    from synthetic_layout import check_layout
+    generator = load_tool(MAKE_SYNTHETIC)
     options = DEMO_DATA['quick' if args.quick else 'full']
     missing = []
     for kind in ('cls', 'ade'):
         try:
-            check_layout(osp.join(args.data_root, kind), kind)
+            generator.check_layout(osp.join(args.data_root, kind), kind)
         except FileNotFoundError:
             missing.append(kind)
     for kind in missing:
-        subprocess.run([sys.executable, MAKE_SYNTHETIC, '--out', args.data_root, '--seed', '0',
-                        '--layouts', kind, *options[kind]], check=True,
-                       stdout=subprocess.DEVNULL)
+        generator.main(['--out', args.data_root, '--seed', '0', '--layouts', kind,
+                        *options[kind]])
     counts = {}
     labels = set()
     for split in ('train', 'val'):
@@ -258,17 +242,17 @@ def set_epochs(cfg, epochs: int) -> None:
     cfg.default_hooks.checkpoint.interval = epochs
 
 
-def run(cfg, display: Display):
+def run(cfg, steps: Steps):
     """Train ``cfg`` with the stock Runner (its console output goes to the demo's log)."""
     from mmengine.runner import Runner
     runner = Runner.from_cfg(cfg)
-    hook = progress_hook(display)
+    hook = progress_hook(steps)
     runner.register_hook(hook)
     runner.train()
     return runner, hook
 
 
-def pretrain(args, display: Display, model: DemoModel) -> dict:
+def pretrain(args, steps: Steps, model: DemoModel) -> dict:
     """DINO-pretrain ``model`` with its demo config; returns its teacher checkpoint and log."""
     from mmengine.config import Config
     extract = load_tool(osp.join(REPO, 'tools/misc/extract_dino_teacher.py'))
@@ -280,10 +264,10 @@ def pretrain(args, display: Display, model: DemoModel) -> dict:
         set_epochs(cfg, QUICK['dino_epochs'])
         cfg.train_dataloader.dataset.indices = QUICK['dino_images']
         cfg.default_hooks.logger.interval = 1
-    runner, hook = run(cfg, display)
+    runner, hook = run(cfg, steps)
     teacher = osp.join(args.work_dir, 'checkpoints', f'{model.name}.pth')
     extract.main([osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth'), teacher])
-    display.end(f'DINO loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f} in '
+    steps.end(f'DINO loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f} in '
                 f'{len(hook.losses)} iterations, teacher {teacher}')
     return dict(checkpoint=teacher, scalars=latest_scalars(cfg.work_dir))
 
@@ -364,7 +348,7 @@ def class_token_maps(args, key: str, config: str, checkpoint: str) -> Tuple[floa
     return float(row['auc_mean']), int(row['num_evaluated'])
 
 
-def linear_probe(args, display: Display, key: str, checkpoint: str) -> Tuple[float, int]:
+def linear_probe(args, steps: Steps, key: str, checkpoint: str) -> Tuple[float, int]:
     """Linear-probe the frozen DinoVim of ``checkpoint``; returns val top-1 (%) and epochs."""
     from mmengine.config import Config
     cfg = Config.fromfile(PROBE_CONFIG)
@@ -375,7 +359,7 @@ def linear_probe(args, display: Display, key: str, checkpoint: str) -> Tuple[flo
         cfg[loader].dataset.data_root = osp.join(args.data_root, 'cls')
     if args.quick:
         set_epochs(cfg, QUICK['probe_epochs'])
-    runner, hook = run(cfg, display)
+    runner, hook = run(cfg, steps)
     return hook.metrics['accuracy/top1'], runner.max_epochs
 
 
@@ -428,27 +412,27 @@ def plot_losses(scalars: Dict[str, Optional[str]], out_path: str) -> str:
 
 
 # --------------------------------------------------------------------------------- main
-def run_steps(args, display: Display) -> dict:
-    display.begin('synthetic data')
+def run_steps(args, steps: Steps) -> dict:
+    steps.begin('synthetic data')
     data, summary = ensure_data(args)
-    display.end(summary)
+    steps.end(summary)
     import dinomamba_mm  # noqa: F401  (registers the project's modules)
 
     runs = {}
     for model in MODELS:
         if args.pretrain:
-            display.begin(f'DINO pretraining of {model.label}')
-            runs[model.name] = pretrain(args, display, model)
+            steps.begin(f'DINO pretraining of {model.label}')
+            runs[model.name] = pretrain(args, steps, model)
         else:
             runs[model.name] = shipped(model)
     checkpoints = {name: run_['checkpoint'] for name, run_ in runs.items()}
     checkpoints[RANDOM_KEY] = random_init(args)
     results: dict = dict(data=data, checkpoints=checkpoints)
 
-    display.begin('token-mixing rank of the three DINO models')
+    steps.begin('token-mixing rank of the three DINO models')
     results['rank'] = token_mixing_rank(args, checkpoints)
     ranks = results['rank']['ranks']
-    display.end(' > '.join(f'{m.mixer} ({m.label}) {ranks[m.name]["rank"]:.1f}'
+    steps.end(' > '.join(f'{m.mixer} ({m.label}) {ranks[m.name]["rank"]:.1f}'
                            for m in (MODELS[1], MODELS[0], MODELS[2]))
                 + f': {"holds" if results["rank"]["holds"] else "DOES NOT HOLD"}')
 
@@ -456,29 +440,29 @@ def run_steps(args, display: Display) -> dict:
     labels[RANDOM_KEY] = f'{MODELS[0].label} (random init)'
     configs = {m.name: m.dino_config for m in MODELS}
     configs[RANDOM_KEY] = MODELS[0].dino_config
-    display.begin('class-token maps and Binary-AUC')
+    steps.begin('class-token maps and Binary-AUC', total=len(labels))
     results['auc'] = {}
-    for done, key in enumerate(labels):
+    for key in labels:
         results['auc'][key], results['auc_images'] = class_token_maps(
             args, key, configs[key], checkpoints[key])
-        display.progress(done + 1, len(labels), f'{labels[key]} {results["auc"][key]:.3f}',
-                         final=not display.tty)
+        steps.bar.set_postfix_str(f'{labels[key]} {results["auc"][key]:.3f}', refresh=False)
+        steps.bar.update()
     results['maps_figure'] = side_by_side(args, labels, results['auc'])
-    display.end(f'figure {results["maps_figure"]}')
+    steps.end(f'figure {results["maps_figure"]}')
 
     results['top1'] = {}
     for key, title in ((MODELS[0].name, f'linear probe of the {MODELS[0].label} DINO teacher'),
                        (RANDOM_KEY, f'linear probe of {MODELS[0].label} at random init')):
-        display.begin(title)
-        results['top1'][key], results['probe_epochs'] = linear_probe(args, display, key,
+        steps.begin(title)
+        results['top1'][key], results['probe_epochs'] = linear_probe(args, steps, key,
                                                                      checkpoints[key])
-        display.end(f'top-1 {results["top1"][key]:.1f}%')
+        steps.end(f'top-1 {results["top1"][key]:.1f}%')
 
-    display.begin('DINO loss curves')
+    steps.begin('DINO loss curves')
     results['loss_figure'] = plot_losses(
         {m.label: runs[m.name]['scalars'] for m in MODELS},
         osp.join(args.work_dir, 'dino_loss.png'))
-    display.end(results['loss_figure'])
+    steps.end(results['loss_figure'])
     return results
 
 
@@ -576,7 +560,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     start = time.time()
     num_steps = 6 + (len(MODELS) if args.pretrain else 0)
     with console_to(osp.join(args.work_dir, 'demo_console.log')) as stream:
-        results = run_steps(args, Display(num_steps=num_steps, stream=stream))
+        results = run_steps(args, Steps(num_steps, stream))
     runtime = time.time() - start
 
     table = format_tables(results, args)

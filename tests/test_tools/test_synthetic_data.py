@@ -14,7 +14,6 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(REPO, 'tools', 'data'))
 
 import make_synthetic  # noqa: E402
-from synthetic_layout import check_layout  # noqa: E402
 
 TINY = dict(seed=3, num_train=14, num_val=7, size=64, seg_size=80, det_size=96)
 
@@ -196,11 +195,11 @@ def test_bad_out_and_missing_layout_are_reported(tmp_path):
         make_synthetic.make_synthetic(str(tmp_path / 'n'), **dict(TINY, num_train=0))
 
     with pytest.raises(FileNotFoundError, match='images/training') as error:
-        check_layout(str(tmp_path / 'nowhere'), 'ade')
+        make_synthetic.check_layout(str(tmp_path / 'nowhere'), 'ade')
     assert 'nowhere' in str(error.value)
     (tmp_path / 'half' / 'train2017').mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match='instances_train2017.json'):
-        check_layout(str(tmp_path / 'half'), 'coco')
+        make_synthetic.check_layout(str(tmp_path / 'half'), 'coco')
 
 
 def test_command_line_reports_a_bad_out(tmp_path):

@@ -14,12 +14,13 @@ segmentor (backbone, Feature2Pyramid, UPerHead + FCN head, resize of the logits 
 """
 import argparse
 import json
-import os
 import os.path as osp
-import platform
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_utils import (PeakMemory, Timer, machine_line, table_header,  # noqa: E402
+                             table_row)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
@@ -30,23 +31,6 @@ CONFIGS = {
 # DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
 CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']
 VIT_T_WIDTH = 192
-
-
-def _status_kib(field: str) -> int:
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'):
-                return int(line.split()[1])
-    raise RuntimeError(f'{field} not in /proc/self/status')
-
-
-def _reset_peak() -> bool:
-    try:
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')
-        return True
-    except OSError:
-        return False
 
 
 def build_segmentor(name: str, size: int):
@@ -76,8 +60,6 @@ def build_segmentor(name: str, size: int):
 
 
 def worker(name: str, size: int, part: str, threads: int) -> dict:
-    import gc
-
     import torch
     torch.set_num_threads(threads)
     model = build_segmentor(name, size)
@@ -85,17 +67,11 @@ def worker(name: str, size: int, part: str, threads: int) -> dict:
     meta = [dict(img_shape=(size, size), ori_shape=(size, size), pad_shape=(size, size))]
     run = (lambda: model.backbone(image)) if part == 'backbone' else \
         (lambda: model.encode_decode(image, meta))
-    gc.collect()
-    exact = _reset_peak()
-    before = _status_kib('VmRSS')
-    start = time.perf_counter()
-    with torch.no_grad():
+    with PeakMemory() as memory, Timer() as timer, torch.no_grad():
         run()
-    seconds = time.perf_counter() - start
-    peak = _status_kib('VmHWM')
     params = sum(p.numel() for p in model.backbone.parameters())
-    return dict(name=name, part=part, peak_rise_mib=(peak - before) / 1024,
-                seconds=seconds, exact_reset=exact, backbone_params_m=params / 1e6)
+    return dict(name=name, part=part, peak_rise_mib=memory.mib, seconds=timer.wall,
+                backbone_params_m=params / 1e6)
 
 
 def main() -> None:
@@ -113,9 +89,7 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args.size, args.part, args.threads)))
         return
 
-    import torch
-    print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}, '
-          f'{args.threads} threads, load average {os.getloadavg()}')
+    print(f'machine: {machine_line()}; measuring processes: {args.threads} threads')
     print(f'UperNet inference on one {args.size}x{args.size} image '
           f'({(args.size // 16)**2} tokens), mode whole, fresh process per run')
     results = {}
@@ -126,18 +100,15 @@ def main() -> None:
                  str(args.size), '--threads', str(args.threads)],
                 capture_output=True, text=True, check=True, cwd=REPO)
             results[name, part] = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f'{"part":<10} {"model":<18} {"params (M)":>10} {"peak rise (MiB)":>16} '
-          f'{"time (s)":>9}')
+    print(table_header(['part', 'model', 'params (M)', 'peak rise (MiB)', 'time (s)']))
     for (name, part), r in results.items():
-        print(f'{part:<10} {name:<18} {r["backbone_params_m"]:>10.1f} '
-              f'{r["peak_rise_mib"]:>16.0f} {r["seconds"]:>9.2f}')
+        print(table_row([part, name, f'{r["backbone_params_m"]:.1f}',
+                         f'{r["peak_rise_mib"]:.0f}', f'{r["seconds"]:.2f}']))
     for part in ('backbone', 'segmentor'):
         for name in ('dinovim-t', 'dinovim-t-whole'):
             ratio = (results[name, part]['peak_rise_mib']
                      / results['vit-t', part]['peak_rise_mib'])
             print(f'{part}: {name} / vit-t peak memory = {ratio:.2f}')
-    if not all(r['exact_reset'] for r in results.values()):
-        print('note: /proc/self/clear_refs was not writable; peaks include the model build')
 
 
 if __name__ == '__main__':

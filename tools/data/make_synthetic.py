@@ -4,19 +4,24 @@ Images show shapes (circle, cross, hexagon, ring, square, star, triangle) of var
 position, rotation and inner texture (solid, stripes, checker, noise) over textured backgrounds
 (smooth noise, gradients, stripes) with clutter (lines and arcs that belong to no class).
 ``--background-contrast``, ``--clutter`` and ``--class-patterns`` make calmer scenes whose shapes
-carry a pattern of their class (the demo's data, ``tools/demo.py``):
+carry a pattern of their class (the demo's data, ``tools/demo.py``).
 
-- ``<out>/cls``:  one dominant shape per image, label = its class (ImageNet folder layout);
-- ``<out>/ade``:  several shapes per image, label maps 0 = background, k = k-th class
-  (ADE20K layout);
-- ``<out>/coco``: several shapes per image, boxes, areas and RLE masks of their visible parts
-  (COCO layout).
+``<out>/cls``, ``<out>/ade`` and ``<out>/coco`` are the layouts that mmpretrain's ``ImageNet`` /
+``CustomDataset`` (with ``ann_file``), mmseg's ``ADE20KDataset`` and mmdet's ``CocoDataset`` (the
+shape classes as metainfo) read unchanged (``LAYOUTS``: the entries each needs):
 
-See ``tools/data/synthetic_layout.py`` for the exact layouts. ``<out>/manifest.json`` records the
-options of each layout and what was drawn (class and visible pixel count of every shape).
+- ``cls``: one dominant shape per image, label = its class: ``{train,val}/<class>/<name>.JPEG``
+  and ``meta/{train,val}.txt`` ("<class>/<name>.JPEG <label>" lines);
+- ``ade``: several shapes per image, ``images/{training,validation}/*.jpg`` and label maps
+  ``annotations/{training,validation}/*.png``, 0 = background, k = k-th class (1-based), so
+  that ``reduce_zero_label=True`` maps them as for ADE20K;
+- ``coco``: several shapes per image, ``{train,val}2017/*.jpg`` and
+  ``annotations/instances_{train,val}2017.json`` (boxes, areas, uncompressed RLE masks of the
+  visible parts).
 
-Every image is drawn from its own generator seeded by (seed, layout, split, index), so a rerun with
-the same options writes the same bytes. Usage::
+``<out>/manifest.json`` records the options of each layout and what was drawn (class and visible
+pixel count of every shape). Every image is drawn from its own generator seeded by (seed, layout,
+split, index), so a rerun with the same options writes the same bytes. Usage::
 
     python tools/data/make_synthetic.py --out data/synthetic --seed 0
 """
@@ -25,14 +30,10 @@ import json
 import os
 import os.path as osp
 import shutil
-import sys
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from synthetic_layout import LAYOUT_KINDS, check_layout  # noqa: E402
 
 SHAPES = ('circle', 'cross', 'hexagon', 'ring', 'square', 'star', 'triangle')
 TEXTURES = ('solid', 'stripes', 'checker', 'noise')
@@ -43,6 +44,15 @@ CLASS_PATTERNS = {'circle': ('stripes', 2.0), 'cross': ('solid', 0.0),
                   'square': ('stripes', 4.5), 'star': ('checker', 4.5),
                   'triangle': ('rings', 3.0)}
 SPLITS = ('train', 'val')
+#: the entries each layout's root must hold
+LAYOUTS = {
+    'cls': ('train', 'val', 'meta/train.txt', 'meta/val.txt'),
+    'ade': ('images/training', 'images/validation', 'annotations/training',
+            'annotations/validation'),
+    'coco': ('train2017', 'val2017', 'annotations/instances_train2017.json',
+             'annotations/instances_val2017.json'),
+}
+LAYOUT_KINDS = tuple(LAYOUTS)
 _LAYOUT_CODE = {kind: code for code, kind in enumerate(LAYOUT_KINDS)}
 _SPLIT_CODE = {split: code for code, split in enumerate(SPLITS)}
 _ADE_SPLIT_DIR = {'train': 'training', 'val': 'validation'}
@@ -406,6 +416,19 @@ def write_coco(root: str, seed: int, num: Dict[str, int], size: int,
 
 
 # ---------------------------------------------------------------- entry point
+def check_layout(root: str, kind: str) -> None:
+    """Raise ``FileNotFoundError`` naming the missing entries unless ``root`` holds every entry
+    of layout ``kind`` (one of ``LAYOUT_KINDS``)."""
+    if kind not in LAYOUTS:
+        raise ValueError(f'kind must be one of {LAYOUT_KINDS}, got {kind!r}')
+    missing = [entry for entry in LAYOUTS[kind] if not osp.exists(osp.join(root, entry))]
+    if missing:
+        raise FileNotFoundError(
+            f'{kind} dataset root {root!r} lacks {missing}; expected a folder with '
+            f'{list(LAYOUTS[kind])} (python tools/data/make_synthetic.py --out <dir> writes '
+            f'<dir>/{kind})')
+
+
 def _prepare_out(out: str, layouts: Sequence[str]) -> Dict:
     """Create ``out``, or clear the requested layouts a previous run of this script wrote
     there (other layouts stay); returns the manifest of the layouts kept."""

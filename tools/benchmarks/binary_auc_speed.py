@@ -10,20 +10,22 @@ a subset, and checked equal to the exact mode).
 
 Example::
 
-    python tools/benchmarks/binary_auc.py --num-maps 2000 --size 512
+    python tools/benchmarks/binary_auc_speed.py --num-maps 2000 --size 512
 """
 import argparse
-import os
-import platform
-import time
+import os.path as osp
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
-from dinomamba_mm.evaluation import binary_auc
-from dinomamba_mm.evaluation.metrics import BinaryAUC
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_utils import Timer, machine_line  # noqa: E402
+
+from dinomamba_mm.evaluation import binary_auc  # noqa: E402
+from dinomamba_mm.evaluation.metrics import BinaryAUC  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,10 +60,7 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f'machine: {platform.platform()} | {platform.processor() or platform.machine()} | '
-          f'cpu_count={os.cpu_count()} | torch {torch.__version__} | numpy {np.__version__} '
-          f'| torch threads {torch.get_num_threads()} | load average '
-          f'{" ".join(f"{v:.1f}" for v in os.getloadavg())}')
+    print(f'machine: {machine_line()} | numpy {np.__version__}')
     generator = torch.Generator().manual_seed(args.seed)
     totals = {'exact': 0.0, 'binned': 0.0}
     cpu = {'exact': 0.0, 'binned': 0.0, 'metric': 0.0}
@@ -75,23 +74,24 @@ def main() -> None:
         maps, masks, grids = make_batch(num, args.size, generator)
         results = {}
         for mode in totals:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            results[mode] = binary_auc(maps, masks, mode=mode,
-                                       num_thresholds=args.num_thresholds)
-            totals[mode] += time.perf_counter() - start
-            cpu[mode] += time.process_time() - start_cpu
+            with Timer() as timer:
+                results[mode] = binary_auc(maps, masks, mode=mode,
+                                           num_thresholds=args.num_thresholds)
+            totals[mode] += timer.wall
+            cpu[mode] += timer.cpu
         samples = [dict(pred_map=grids[i], gt_sem_seg=dict(data=torch.from_numpy(
             masks[i].astype(np.uint8))[None])) for i in range(num)]
-        start, start_cpu = time.perf_counter(), time.process_time()
-        metric.process(None, samples)
-        metric_time += time.perf_counter() - start
-        cpu['metric'] += time.process_time() - start_cpu
+        with Timer() as timer:
+            metric.process(None, samples)
+        metric_time += timer.wall
+        cpu['metric'] += timer.cpu
         max_diff = max(max_diff, float(np.abs(results['exact'] - results['binned']).max()))
         if sklearn_done < args.sklearn_maps:
             take = min(num, args.sklearn_maps - sklearn_done)
-            start = time.perf_counter()
-            reference = [roc_auc_score(masks[i].ravel(), maps[i].ravel()) for i in range(take)]
-            sklearn_time += time.perf_counter() - start
+            with Timer() as timer:
+                reference = [roc_auc_score(masks[i].ravel(), maps[i].ravel())
+                             for i in range(take)]
+            sklearn_time += timer.wall
             sklearn_done += take
             exact_err = float(np.abs(results['exact'][:take] - reference).max())
             assert exact_err < 1e-9, f'exact mode differs from sklearn by {exact_err}'
