@@ -17,12 +17,14 @@ rows differ only by their backbone weights.
 import argparse
 import logging
 import os.path as osp
-import platform
 import sys
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_utils import machine_line, table_header, table_row  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEFAULT_CONFIG = osp.join(REPO, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
@@ -150,19 +152,16 @@ def main(argv=None) -> None:
     mean, std = preprocessor['mean'], preprocessor['std']
     train = load_split(args.data_root, 'train', args.size)
     val = load_split(args.data_root, 'val', args.size)
-    print(f'# machine: {platform.platform()} | {platform.processor() or platform.machine()} | '
-          f'torch {torch.__version__} | {args.threads} threads')
+    print(f'# machine: {machine_line()}')
     print(f'# {args.config} {args.cfg_options or ""}; {args.data_root}: {len(train[1])} train / '
           f'{len(val[1])} val images at {args.size} px; one val image = '
           f'{100.0 / len(val[1]):.2f} %')
-    print('| backbone | ' + ' | '.join(f'C={c:g} top-1 (%)' for c in args.c) + ' | best (%) |')
-    print('|---|' + '---|' * (len(args.c) + 1))
+    print(table_header(['backbone'] + [f'C={c:g} top-1 (%)' for c in args.c] + ['best (%)']))
     for ckpt in args.checkpoints:
         model = build_backbone(cfg, ckpt)
         accs = probe((features(model, train[0], mean, std), train[1]),
                      (features(model, val[0], mean, std), val[1]), args.c)
-        print(f'| {ckpt} | ' + ' | '.join(f'{a:.1f}' for a in accs) + f' | {max(accs):.1f} |',
-              flush=True)
+        print(table_row([ckpt] + [f'{a:.1f}' for a in accs + [max(accs)]]), flush=True)
 
 
 if __name__ == '__main__':
