@@ -268,7 +268,7 @@ def pretrain(args, steps: Steps, model: DemoModel) -> dict:
     teacher = osp.join(args.work_dir, 'checkpoints', f'{model.name}.pth')
     extract.main([osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth'), teacher])
     steps.end(f'DINO loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f} in '
-                f'{len(hook.losses)} iterations, teacher {teacher}')
+              f'{len(hook.losses)} iterations, teacher {teacher}')
     return dict(checkpoint=teacher, scalars=latest_scalars(cfg.work_dir))
 
 
