@@ -4,6 +4,7 @@ slow: about 1 and 6 minutes on 2 cores); the full demo must show what docs/demo.
 The demo runs read the demo's default data roots (data/synthetic_demo_quick, data/synthetic_demo),
 generated when missing.
 """
+import io
 import json
 import os.path as osp
 import subprocess
@@ -64,6 +65,29 @@ def test_quick_demo(tmp_path):
         assert len(f.read().split('\n')) < 200
     assert results['rank']['holds']
     assert results['checkpoints']['dinovim'] == osp.join(REPO, 'checkpoints/demo/dinovim.pth')
+
+
+def test_steps_draw_a_tqdm_bar_on_a_terminal_and_one_line_per_step_in_a_log():
+    class Terminal(io.StringIO):
+
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    steps = demo.Steps(2, terminal)
+    steps.begin('maps', total=4)
+    for _ in range(4):
+        steps.bar.update()
+    steps.bar.refresh()  # tqdm redraws at most every 0.1 s
+    steps.end('figure maps.png')
+    out = terminal.getvalue()
+    assert '[1/2] maps' in out and '4/4' in out and '100%' in out  # tqdm's bar
+    assert out.endswith('[1/2] maps: figure maps.png (0s)\n')
+    log = io.StringIO()  # not a terminal: no bar, the summary line only
+    steps = demo.Steps(1, log)
+    steps.begin('synthetic data')
+    steps.end('found')
+    assert log.getvalue() == '[1/1] synthetic data: found (0s)\n'
 
 
 def test_set_epochs_shortens_the_schedule():
