@@ -177,39 +177,32 @@ def _draw_clutter(rng: np.random.Generator, image: np.ndarray,
     return np.asarray(canvas, dtype=np.float32)
 
 
-def _texture(rng: np.random.Generator, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Brightness factor in [1 - amplitude, 1] over the object frame."""
-    kind = TEXTURES[rng.integers(len(TEXTURES))]
-    if kind == 'solid':
-        return np.ones(u.shape, dtype=np.float32)
-    amplitude = rng.uniform(0.2, 0.5)
-    if kind == 'stripes':
-        angle = rng.uniform(0, np.pi)
-        pattern = 0.5 + 0.5 * np.sin(
-            2 * np.pi * rng.uniform(2, 5) * (u * np.cos(angle) + v * np.sin(angle)))
-    elif kind == 'checker':
-        freq = rng.uniform(2, 4)
-        pattern = (np.floor(u * freq) + np.floor(v * freq)) % 2
+def _texture(rng: np.random.Generator, u: np.ndarray, v: np.ndarray,
+             shape: Optional[str] = None) -> np.ndarray:
+    """Brightness factor in [1 - amplitude, 1] over the object frame: ``shape``'s own pattern
+    (CLASS_PATTERNS) at a random orientation, phase and amplitude, or without ``shape`` one of
+    ``TEXTURES`` at random."""
+    if shape is None:
+        kind, cycles = TEXTURES[rng.integers(len(TEXTURES))], None
     else:
-        pattern = rng.random(size=u.shape, dtype=np.float32)
-    return 1.0 - amplitude * pattern
-
-
-def _class_texture(rng: np.random.Generator, u: np.ndarray, v: np.ndarray,
-                   shape: str) -> np.ndarray:
-    """Brightness factor in [1 - amplitude, 1] of ``shape``'s own pattern (CLASS_PATTERNS) at a
-    random orientation, phase and amplitude."""
-    kind, cycles = CLASS_PATTERNS[shape]
+        kind, cycles = CLASS_PATTERNS[shape]
     if kind == 'solid':
         return np.ones(u.shape, dtype=np.float32)
-    amplitude = rng.uniform(0.3, 0.6)
+    amplitude = rng.uniform(0.2, 0.5) if shape is None else rng.uniform(0.3, 0.6)
     if kind == 'stripes':
         angle = rng.uniform(0, np.pi)
-        pattern = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * (u * np.cos(angle) + v * np.sin(angle))
-                                     + rng.uniform(0, 2 * np.pi))
+        along = u * np.cos(angle) + v * np.sin(angle)
+        if shape is None:
+            pattern = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(2, 5) * along)
+        else:
+            pattern = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * along + rng.uniform(0, 2 * np.pi))
     elif kind == 'checker':
-        angle = rng.uniform(0, np.pi / 2)
-        along, across = u * np.cos(angle) + v * np.sin(angle), v * np.cos(angle) - u * np.sin(angle)
+        if shape is None:
+            along, across, cycles = u, v, rng.uniform(2, 4)
+        else:
+            angle = rng.uniform(0, np.pi / 2)
+            along = u * np.cos(angle) + v * np.sin(angle)
+            across = v * np.cos(angle) - u * np.sin(angle)
         pattern = (np.floor(along * cycles) + np.floor(across * cycles)) % 2
     elif kind == 'rings':
         pattern = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * np.sqrt(u * u + v * v)
@@ -275,8 +268,7 @@ class _Canvas:
                class_index: int, shape: str) -> None:
         region = self.image[window]
         colour = _random_colour(self.rng, avoid=region.reshape(-1, 3).mean(axis=0))
-        texture = (_class_texture(self.rng, u, v, shape) if self.class_patterns
-                   else _texture(self.rng, u, v))
+        texture = _texture(self.rng, u, v, shape if self.class_patterns else None)
         shaded = colour.astype(np.float32) * texture[..., None]
         region[inside] = shaded[inside]
         self.classes.append(class_index)
