@@ -397,9 +397,8 @@ def plot_losses(scalars: Dict[str, Optional[str]], out_path: str) -> str:
                 curves[label] = points
     if not curves:
         return 'no DINO loss curve: fewer than two logged losses per run'
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from dinomamba_mm.analysis.map_figures import pyplot
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for label, points in curves.items():
         ax.plot(*zip(*points), label=label)

@@ -1,6 +1,6 @@
-"""Figures of class-token maps: one map over its image with a colour bar, and the maps of
-several models side by side on the same images (the paper's figure of DinoVim, ViT and
-LinearViT maps).
+"""Figures of class-token maps: the maps of one or several models over the same images, each
+with a colour bar and the image's Binary-AUC (the paper's figure of DinoVim, ViT and LinearViT
+maps; one model on one image is the analysis tool's overlay).
 
 matplotlib is imported inside the functions (Agg backend), so importing this module stays cheap.
 """
@@ -28,7 +28,8 @@ def foreground_mask(label: np.ndarray, background_ids: Sequence[int],
     return mask
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only, no display needed)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -49,35 +50,6 @@ def draw_map(ax, image: np.ndarray, score: np.ndarray, title: str, alpha: float 
     ax.set_title(title, fontsize=8)
     ax.axis('off')
     return mappable
-
-
-def draw_mask(ax, mask: np.ndarray, title: str = 'mask (white: shapes)') -> None:
-    ax.imshow(mask, cmap='gray', vmin=0, vmax=1)
-    ax.set_title(title, fontsize=8)
-    ax.axis('off')
-
-
-def save_map_overlay(image: np.ndarray, score: np.ndarray, mask: np.ndarray, title: str,
-                     path: str) -> None:
-    """image | map over the image, with a colour bar | foreground mask, saved to ``path``.
-
-    Args:
-        image: (H, W, 3) uint8 RGB.
-        score: (H, W) map at the image size.
-        mask: (H, W) from :func:`foreground_mask`.
-        title: title of the map panel.
-        path: PNG path.
-    """
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.2))
-    axes[0].imshow(image)
-    axes[0].set_title('image', fontsize=8)
-    axes[0].axis('off')
-    draw_map(axes[1], image, score, title)
-    draw_mask(axes[2], mask, 'mask (white: foreground, grey: ignored)')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def save_maps_side_by_side(images: Sequence[np.ndarray], masks: Sequence[np.ndarray],
@@ -102,7 +74,7 @@ def save_maps_side_by_side(images: Sequence[np.ndarray], masks: Sequence[np.ndar
         if len(scores) != num_rows or len(aucs) != num_rows:
             raise ValueError(f'column {name!r} has {len(scores)} maps and {len(aucs)} AUCs for '
                              f'{num_rows} images')
-    plt = _pyplot()
+    plt = pyplot()
     num_cols = len(columns) + 2
     fig, axes = plt.subplots(num_rows, num_cols, figsize=(2.6 * num_cols, 2.35 * num_rows),
                              squeeze=False)
@@ -113,7 +85,9 @@ def save_maps_side_by_side(images: Sequence[np.ndarray], masks: Sequence[np.ndar
         for col, (name, scores, aucs) in enumerate(columns, start=1):
             draw_map(axes[row, col], images[row], scores[row],
                      f'{name}: Binary-AUC {aucs[row]:.2f}')
-        draw_mask(axes[row, -1], masks[row])
+        axes[row, -1].imshow(masks[row], cmap='gray', vmin=0, vmax=1)
+        axes[row, -1].set_title('mask (white: foreground, grey: ignored)', fontsize=8)
+        axes[row, -1].axis('off')
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()

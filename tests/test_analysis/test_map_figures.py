@@ -34,16 +34,18 @@ def _image_and_map(seed, size=12):
             rng.standard_normal((size, size)).astype(np.float32))
 
 
-def test_overlay_has_a_colour_bar_with_the_map_range(tmp_path, captured_figures):
+def test_one_map_has_a_colour_bar_with_the_map_range(tmp_path, captured_figures):
+    # one model on one image: the overlay the Binary-AUC tool writes per shown image
     image, score = _image_and_map(0)
     mask = np.zeros((12, 12), np.float32)
     path = tmp_path / 'overlay.png'
-    map_figures.save_map_overlay(image, score, mask, 'layer 3: cls', str(path))
+    map_figures.save_maps_side_by_side([image], [mask], [('layer 3: cls', [score], [0.5])],
+                                       str(path))
     assert path.stat().st_size > 0
     fig = captured_figures[-1]
     # image, map, mask + the map's colour bar
     assert len(fig.axes) == 4
-    map_axis = next(ax for ax in fig.axes if ax.get_title() == 'layer 3: cls')
+    map_axis = next(ax for ax in fig.axes if ax.get_title() == 'layer 3: cls: Binary-AUC 0.50')
     overlay = map_axis.get_images()[-1]
     assert overlay.get_clim() == pytest.approx((score.min(), score.max()))
     assert overlay.get_alpha() == pytest.approx(0.7)
@@ -73,4 +75,5 @@ def test_side_by_side_rejects_mismatched_columns(tmp_path):
     with pytest.raises(ValueError, match='as many masks as images'):
         map_figures.save_maps_side_by_side([image], [], [], str(tmp_path / 'x.png'))
     with pytest.raises(ValueError, match='does not cover the image'):
-        map_figures.save_map_overlay(image, score[:5], score, 't', str(tmp_path / 'x.png'))
+        map_figures.save_maps_side_by_side([image], [score], [('t', [score[:5]], [0.5])],
+                                           str(tmp_path / 'x.png'))

@@ -9,7 +9,8 @@ with the ``BinaryAUC`` metric. Writes to --out-dir:
   ``binary_auc.md`` (layers x maps table, also printed);
 - ``roc.png``: ROC curve of each layer, pixels pooled over the images and the layer's maps;
 - ``overlay_XXX.png`` for the first --show images: image | the last block's map over the image,
-  with a colour bar and the image's Binary-AUC | foreground mask;
+  with a colour bar and the image's Binary-AUC | foreground mask
+  (``dinomamba_mm.analysis.map_figures.save_maps_side_by_side`` with one model);
 - ``maps.npz``: those images' paths, maps (at the label size), masks and Binary-AUCs, for
   figures that set several models side by side
   (``dinomamba_mm.analysis.map_figures.save_maps_side_by_side``).
@@ -42,7 +43,8 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import ClassTokenMapModel
 from dinomamba_mm.analysis.backbone_loading import (backbone_config, build_backbone,
                                                     load_backbone_weights)
-from dinomamba_mm.analysis.map_figures import foreground_mask, save_map_overlay
+from dinomamba_mm.analysis.map_figures import (foreground_mask, pyplot,
+                                               save_maps_side_by_side)
 from dinomamba_mm.evaluation import roc_from_histograms
 from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
 
@@ -160,9 +162,7 @@ def write_tables(summary: dict, out_dir: str) -> str:
 
 
 def plot_roc(summary: dict, out_dir: str) -> None:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     for row, layer in enumerate(summary['layer_ids']):
         fg = summary['fg_hist'][row].sum(axis=0)
@@ -231,9 +231,10 @@ def main(argv: List[str] = None) -> None:
             for sample, result in zip(samples, metric.results[-len(samples):]):
                 if len(shown) < args.show and not result['skipped']:
                     shown.append(shown_sample(sample, result, metric))
-                    save_map_overlay(shown[-1]['image'], shown[-1]['score'], shown[-1]['mask'],
-                                     f"{shown[-1]['what']} (Binary-AUC {shown[-1]['auc']:.3f})",
-                                     osp.join(args.out_dir, f'overlay_{index:03d}.png'))
+                    save_maps_side_by_side([shown[-1]['image']], [shown[-1]['mask']],
+                                           [(shown[-1]['what'], [shown[-1]['score']],
+                                             [shown[-1]['auc']])],
+                                           osp.join(args.out_dir, f'overlay_{index:03d}.png'))
             progress.update()
     print()
     summary = metric.summarize(metric.results)

@@ -42,6 +42,7 @@ from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_bl
                                    effective_rank, find_mixer, mixer_mixing_matrices,
                                    numerical_rank)
 from dinomamba_mm.analysis.backbone_loading import build_backbone, load_backbone_weights
+from dinomamba_mm.analysis.map_figures import pyplot
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
 from dinomamba_mm.registry import MODELS
 
@@ -225,9 +226,7 @@ def write_tables(rows: List[dict], notes: List[str], out_dir: str) -> str:
 
 
 def plot_spectra(rows: List[dict], out_dir: str) -> None:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, part in zip(axes, ('diagonal', 'off')):
         for row in rows:
