@@ -25,11 +25,10 @@ mean nothing).
 """
 import argparse
 import contextlib
-import csv
-import importlib.util
 import json
 import os
 import os.path as osp
+import runpy
 import sys
 import time
 import warnings
@@ -45,6 +44,7 @@ SHIPPED_DIR = osp.join(REPO, 'checkpoints/demo')
 MAKE_SYNTHETIC = osp.join(REPO, 'tools/data/make_synthetic.py')
 RANK_TOOL = osp.join(REPO, 'tools/analysis/token_mixing_rank.py')
 BINARY_AUC_TOOL = osp.join(REPO, 'tools/analysis/binary_auc.py')
+EXTRACT_TOOL = osp.join(REPO, 'tools/misc/extract_dino_teacher.py')
 
 
 class DemoModel(NamedTuple):
@@ -182,31 +182,22 @@ def console_to(path: str):
             display_stream.close()
 
 
-def load_tool(path: str):
-    """Import a script of tools/ as a module (its ``main(argv)`` runs it in this process)."""
-    name = osp.splitext(osp.basename(path))[0] + '_tool'
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # --------------------------------------------------------------------------------- steps
 def ensure_data(args) -> Tuple[dict, str]:
     """Generate the layouts the demo reads (cls, ade) under ``args.data_root`` when missing,
     with the options of ``DEMO_DATA``; layouts already there are used as they are. Returns the
     image counts and classes, and a summary line."""
-    generator = load_tool(MAKE_SYNTHETIC)
+    generator = runpy.run_path(MAKE_SYNTHETIC)  # the tool's functions, run in this process
     options = DEMO_DATA['quick' if args.quick else 'full']
     missing = []
     for kind in ('cls', 'ade'):
         try:
-            generator.check_layout(osp.join(args.data_root, kind), kind)
+            generator['check_layout'](osp.join(args.data_root, kind), kind)
         except FileNotFoundError:
             missing.append(kind)
     for kind in missing:
-        generator.main(['--out', args.data_root, '--seed', '0', '--layouts', kind,
-                        *options[kind]])
+        generator['main'](['--out', args.data_root, '--seed', '0', '--layouts', kind,
+                          *options[kind]])
     counts = {}
     labels = set()
     for split in ('train', 'val'):
@@ -255,7 +246,6 @@ def run(cfg, steps: Steps):
 def pretrain(args, steps: Steps, model: DemoModel) -> dict:
     """DINO-pretrain ``model`` with its demo config; returns its teacher checkpoint and log."""
     from mmengine.config import Config
-    extract = load_tool(osp.join(REPO, 'tools/misc/extract_dino_teacher.py'))
     cfg = Config.fromfile(model.dino_config)
     cfg.work_dir = osp.join(args.work_dir, f'dino_{model.name}')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
@@ -266,7 +256,8 @@ def pretrain(args, steps: Steps, model: DemoModel) -> dict:
         cfg.default_hooks.logger.interval = 1
     runner, hook = run(cfg, steps)
     teacher = osp.join(args.work_dir, 'checkpoints', f'{model.name}.pth')
-    extract.main([osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth'), teacher])
+    runpy.run_path(EXTRACT_TOOL)['main'](
+        [osp.join(cfg.work_dir, f'epoch_{runner.max_epochs}.pth'), teacher])
     steps.end(f'DINO loss {hook.losses[0]:.3f} -> {hook.losses[-1]:.3f} in '
               f'{len(hook.losses)} iterations, teacher {teacher}')
     return dict(checkpoint=teacher, scalars=latest_scalars(cfg.work_dir))
@@ -313,14 +304,13 @@ def scene_paths(data_root: str, count: int) -> List[str]:
 
 def token_mixing_rank(args, checkpoints: Dict[str, str]) -> dict:
     """Rank table of the three models (all blocks, ADE-style scenes at 128 px)."""
-    tool = load_tool(RANK_TOOL)
     out_dir = osp.join(args.work_dir, 'rank')
     argv = ['--out-dir', out_dir, '--img-size', '128', '--layers',
             *[str(block) for block in range(RANK_BLOCKS)],
             '--images', *scene_paths(args.data_root, RANK_IMAGES)]
     for model in MODELS:
         argv += ['--model', f'{model.name}={model.dino_config}:{checkpoints[model.name]}']
-    rows = tool.main(argv)
+    rows = runpy.run_path(RANK_TOOL)['main'](argv)
     ranks = {}
     for model in MODELS:
         row = next(r for r in rows if r['model'] == model.name and r['mixer'] == model.rank_row)
@@ -337,15 +327,12 @@ def class_token_maps(args, key: str, config: str, checkpoint: str) -> Tuple[floa
     """Mean Binary-AUC of the last block's class-token similarity map at 128 px and the number
     of scenes it averages (the tool also writes overlays and maps.npz to
     ``<work-dir>/maps/<key>``)."""
-    tool = load_tool(BINARY_AUC_TOOL)
-    out_dir = osp.join(args.work_dir, 'maps', key)
     argv = [config, '--checkpoint', checkpoint, '--data-config', MAPS_DATA_CONFIG,
             '--data-root', osp.join(args.data_root, 'ade'), '--map-type', 'similarity',
-            '--layers', '-1', '--show', str(MAP_ROWS), '--out-dir', out_dir]
-    tool.main(argv)
-    with open(osp.join(out_dir, 'binary_auc.csv')) as f:
-        row = next(csv.DictReader(f))
-    return float(row['auc_mean']), int(row['num_evaluated'])
+            '--layers', '-1', '--show', str(MAP_ROWS),
+            '--out-dir', osp.join(args.work_dir, 'maps', key)]
+    summary = runpy.run_path(BINARY_AUC_TOOL)['main'](argv)
+    return float(summary['auc'][0, 0]), len(summary['per_image'])
 
 
 def linear_probe(args, steps: Steps, key: str, checkpoint: str) -> Tuple[float, int]:
@@ -432,8 +419,8 @@ def run_steps(args, steps: Steps) -> dict:
     results['rank'] = token_mixing_rank(args, checkpoints)
     ranks = results['rank']['ranks']
     steps.end(' > '.join(f'{m.mixer} ({m.label}) {ranks[m.name]["rank"]:.1f}'
-                           for m in (MODELS[1], MODELS[0], MODELS[2]))
-                + f': {"holds" if results["rank"]["holds"] else "DOES NOT HOLD"}')
+                         for m in (MODELS[1], MODELS[0], MODELS[2]))
+              + f': {"holds" if results["rank"]["holds"] else "DOES NOT HOLD"}')
 
     labels = {m.name: f'{m.label} (DINO)' for m in MODELS}
     labels[RANDOM_KEY] = f'{MODELS[0].label} (random init)'

@@ -206,7 +206,8 @@ def save_shown(shown: List[dict], out_dir: str) -> None:
                         aucs=np.array([s['auc'] for s in shown]))
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: List[str] = None) -> dict:
+    """Run the tool; returns ``BinaryAUC.summarize`` of the images (per-image and mean AUCs)."""
     args = parse_args(argv)
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
@@ -244,6 +245,7 @@ def main(argv: List[str] = None) -> None:
         save_shown(shown, args.out_dir)
     print(f'wrote binary_auc.csv, binary_auc.md, roc.png, {len(shown)} overlays'
           f'{" and maps.npz" if shown else ""} to {args.out_dir}')
+    return summary
 
 
 if __name__ == '__main__':
