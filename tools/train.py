@@ -8,11 +8,10 @@
 file of that name in WORK_DIR when the dir was moved or copied), or, when that one is truncated
 or gone, from the newest intact checkpoint of the same naming in WORK_DIR (``epoch_N.pth`` /
 ``iter_N.pth``; with a warning); with nothing to resume it says so and trains from scratch.
-One training run at a time per work dir: a second one started there is refused, naming the
-first (``WORK_DIR/.train.lock``). ``--cfg-options`` keys nothing reads are warned about
-(``dinomamba_mm/engine/run_guards.py``). A checkpoint given (``--resume CKPT``, ``load_from``) is checked before
-anything is built, and every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``)
-unless ``--no-strict-load``.
+A checkpoint given (``--resume CKPT``, ``load_from``) is checked before anything is built, and
+every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``) unless
+``--no-strict-load``. A second run started in a work dir in use is refused, naming the first;
+``--cfg-options`` keys nothing reads are warned about (``dinomamba_mm/engine/run_guards.py``).
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
 ``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines

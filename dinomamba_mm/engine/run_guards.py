@@ -19,22 +19,16 @@ from mmengine.runner import Runner
 
 from dinomamba_mm.argument_checks import check_int
 
-#: top-level keys read besides the Runner's arguments: by mmengine (config parsing,
-#: ``Runner.wrap_model`` / ``train``) and by our tools (``tools/test.py --tta``)
+#: top-level keys mmengine and tools/test.py read besides the Runner's arguments
 OTHER_READ_KEYS = ('_base_', 'custom_imports', 'runner_type', 'model_wrapper_cfg', 'sync_bn',
                    'find_unused_parameters', 'compile', 'activation_checkpointing',
                    'efficient_conv_bn_eval', 'tta_model', 'tta_pipeline')
-LOCK_FILE = '.train.lock'
-#: the variable each launcher sets to the global rank
 RANK_VARIABLES = dict(pytorch='RANK', slurm='SLURM_PROCID', mpi='OMPI_COMM_WORLD_RANK')
 
 
 def warn_unread_cfg_options(cfg: Config, options: Optional[dict]) -> None:
-    """Warn about each ``--cfg-options`` entry whose top-level key neither the config has
-    nor the Runner reads (``trian_cfg.max_epochs=1``), naming the closest key that is read.
-
-    Call before merging ``options`` into ``cfg``.
-    """
+    """Warn about each ``--cfg-options`` entry (to be merged into ``cfg``) whose top-level
+    key neither ``cfg`` has nor the Runner reads, naming the closest key that is read."""
     runner_class = RUNNERS.get(cfg.get('runner_type', 'Runner')) or Runner
     known = [*inspect.signature(runner_class.__init__).parameters, *OTHER_READ_KEYS, *cfg]
     for key, value in (options or {}).items():
@@ -49,8 +43,7 @@ def warn_unread_cfg_options(cfg: Config, options: Optional[dict]) -> None:
 
 
 def check_train_length(cfg: Config) -> None:
-    """Raise ValueError naming ``train_cfg.max_epochs`` / ``max_iters`` when below 1 (mmengine
-    trains nothing and exits without a word)."""
+    """ValueError for ``train_cfg.max_epochs`` / ``max_iters`` < 1 (mmengine trains nothing)."""
     train_cfg = cfg.get('train_cfg') or {}
     for key in ('max_epochs', 'max_iters'):
         if key in train_cfg:
@@ -59,23 +52,15 @@ def check_train_length(cfg: Config) -> None:
 
 @contextlib.contextmanager
 def lock_work_dir(work_dir: str, launcher: str = 'none') -> Iterator[None]:
-    """Hold ``work_dir/.train.lock`` (``fcntl.flock``) in the process of global rank 0 while
-    the block runs: a second training run in ``work_dir`` would replace the first's
-    checkpoints. The operating system releases the lock of a process that ends in any way,
-    killed included, so a dead run never blocks the next one.
-
-    Args:
-        work_dir (str): The run's work dir (created if missing).
-        launcher (str): ``tools/train.py --launcher``; ranks other than 0 take no lock.
-
-    Raises:
-        RuntimeError: another process holds the lock; names its pid, host and command.
-    """
+    """Hold ``work_dir/.train.lock`` (``fcntl.flock``, on global rank 0 of ``launcher``)
+    while the block runs, or raise RuntimeError naming the pid, host and command holding it.
+    The system releases the lock of a process that ends in any way, so a killed run leaves
+    nothing stuck."""
     if int(os.environ.get(RANK_VARIABLES.get(launcher, ''), 0)):
         yield
         return
     os.makedirs(work_dir, exist_ok=True)
-    with open(osp.join(work_dir, LOCK_FILE), 'a+') as lock:
+    with open(osp.join(work_dir, '.train.lock'), 'a+') as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -93,15 +78,12 @@ def lock_work_dir(work_dir: str, launcher: str = 'none') -> Iterator[None]:
 
 @contextlib.contextmanager
 def explain_stopped_process(cfg: Config) -> Iterator[None]:
-    """Turn the timeout of a collective operation (gloo's "Timed out waiting ...") into an
-    error that says a process stopped answering and names ``env_cfg.dist_cfg.timeout``.
-
-    NCCL's watchdog aborts the process itself after the same timeout, with its own message.
-    """
+    """Turn gloo's timeout of a collective operation into an error saying that a process
+    stopped answering (NCCL's watchdog aborts the process itself, with its own message)."""
     try:
         yield
     except RuntimeError as error:
-        if not (torch_dist.is_initialized() and 'timed out' in str(error).lower()):
+        if not (torch_dist.is_initialized() and 'Timed out waiting' in str(error)):
             raise
         timeout = cfg.get('env_cfg', {}).get('dist_cfg', {}).get('timeout', 1800)
         raise RuntimeError(
