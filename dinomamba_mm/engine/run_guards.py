@@ -1,6 +1,5 @@
-"""What tools/train.py and tools/test.py check around mmengine's Runner: ``--cfg-options``
-keys nothing reads, the length of training, one training run per work dir, and a process of a
-distributed run that stopped answering."""
+"""What tools/train.py and tools/test.py check around mmengine's Runner: unread config keys,
+the training length, one training run per work dir, a process that stopped answering."""
 import contextlib
 import difflib
 import fcntl
@@ -70,9 +69,8 @@ def lock_work_dir(work_dir: str, launcher: str = 'none') -> Iterator[None]:
                 f'{lock.read().strip() or "its process is starting"}. Wait for it to end, or '
                 'train in another --work-dir') from None
         lock.truncate(0)
-        lock.write(f'pid {os.getpid()} on {socket.gethostname()}, command: '
-                   f'{" ".join(sys.argv)}\n')
-        lock.flush()
+        print(f'pid {os.getpid()} on {socket.gethostname()}, command: {" ".join(sys.argv)}',
+              file=lock, flush=True)
         yield
 
 
