@@ -29,6 +29,7 @@ from mmengine.runner import Runner
 from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
 from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
+from dinomamba_mm.engine.run_guards import warn_unread_cfg_options
 
 PICKLE = ('.pkl', '.pickle')
 METRIC_FILES = ('.json', '.yaml', '.yml') + PICKLE
@@ -147,6 +148,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if not args.no_strict_load:
         add_strict_load_hook(cfg)
     if args.cfg_options is not None:
+        warn_unread_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     return cfg
 

@@ -4,12 +4,14 @@
         [--cfg-options k=v ...]
     bash tools/dist_train.sh CONFIG NUM_PROCESSES [same options]
 
-``--resume`` without a checkpoint resumes from the one ``WORK_DIR/last_checkpoint`` names, or,
-when that one is truncated or gone, from the newest intact checkpoint of the same naming
-(``epoch_N.pth`` / ``iter_N.pth``; with a warning); with nothing to resume it says so and
-trains from scratch. A checkpoint given (``--resume CKPT``, ``load_from``) is checked before
-anything is built, and every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``)
-unless ``--no-strict-load``.
+``--resume`` without a checkpoint resumes from the one ``WORK_DIR/last_checkpoint`` names (the
+file of that name in WORK_DIR when the dir was moved or copied), or, when that one is truncated
+or gone, from the newest intact checkpoint of the same naming in WORK_DIR (``epoch_N.pth`` /
+``iter_N.pth``; with a warning); with nothing to resume it says so and trains from scratch.
+A checkpoint given (``--resume CKPT``, ``load_from``) is checked before anything is built, and
+every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``) unless
+``--no-strict-load``. A second run started in a work dir in use is refused, naming the first;
+``--cfg-options`` keys nothing reads are warned about (``dinomamba_mm/engine/run_guards.py``).
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
 ``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines
@@ -28,6 +30,8 @@ from mmengine.runner import Runner
 from dinomamba_mm.checkpoints import check_checkpoint_file, find_resumable_checkpoint
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
 from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
+from dinomamba_mm.engine.run_guards import (check_train_length, explain_stopped_process,
+                                            lock_work_dir, warn_unread_cfg_options)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -88,6 +92,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options is not None:
+        warn_unread_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     cfg.launcher = args.launcher
 
@@ -151,14 +156,16 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    check_train_length(cfg)
     if cfg.get('load_from'):
         check_checkpoint_file(cfg.load_from, 'load_from checkpoint')
     check_dataset_paths(cfg)
-    if 'runner_type' in cfg:
-        runner = RUNNERS.build(cfg)
-    else:
-        runner = Runner.from_cfg(cfg)
-    runner.train()
+    with lock_work_dir(cfg.work_dir, args.launcher), explain_stopped_process(cfg):
+        if 'runner_type' in cfg:
+            runner = RUNNERS.build(cfg)
+        else:
+            runner = Runner.from_cfg(cfg)
+        runner.train()
 
 
 if __name__ == '__main__':

@@ -87,37 +87,51 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
 def find_resumable_checkpoint(work_dir: str) -> Optional[str]:
     """The checkpoint to resume a run in ``work_dir`` from, or None when there is none.
 
-    The file named by ``work_dir/last_checkpoint`` (what mmengine's ``CheckpointHook`` writes
-    and its auto-resume reads) when it is intact; otherwise, with a warning naming the
-    problem, the most recently written intact checkpoint named like that file (``epoch_N.pth``
-    for ``epoch_7.pth``) in its folder, or, without a usable ``last_checkpoint``, named
+    Looks in ``work_dir`` itself: the file named by ``work_dir/last_checkpoint`` (what
+    mmengine's ``CheckpointHook`` writes and its auto-resume reads) when it is there and
+    intact, or the file of that name in ``work_dir`` when it names another folder (a moved
+    or copied work dir); otherwise, with a warning naming the problem, the most recently
+    written intact checkpoint named like it (``epoch_N.pth`` for ``epoch_7.pth``) or
     ``epoch_N.pth`` / ``iter_N.pth`` in ``work_dir`` (other ``*.pth`` there, e.g. pretrained
-    weights, are not training checkpoints).
+    weights, are not training checkpoints); failing that, an intact file it names elsewhere
+    (``CheckpointHook(out_dir=...)``).
     """
     pointer = osp.join(work_dir, 'last_checkpoint')
-    folder, names = work_dir, _DEFAULT_NAMES
+    names = [_DEFAULT_NAMES]
     reason = f'{work_dir} has no last_checkpoint file'
+    named = ''
     if osp.isfile(pointer):
-        with open(pointer) as f:
-            last = f.read().strip()
-        if last:
-            reason = checkpoint_file_problem(last)
-            if reason is None:
-                return last
-            reason = f'{last} (named by {pointer}) {reason}'
-            folder, name = osp.split(last)
-            names = re.compile(re.sub(r'\d+', r'\\d+', re.escape(name)) + '$')
-        else:
-            reason = f'{pointer} is empty'
-    candidates = [path for path in glob.glob(osp.join(folder, '*.pth'))
-                  if names.match(osp.basename(path))]
-    intact = [path for path in candidates if checkpoint_file_problem(path) is None]
-    if not intact:
-        if osp.isfile(pointer):
-            print_log(f'{reason}, and no other intact checkpoint matching {names.pattern!r} was '
-                      f'found in {folder}', logger='current', level=30)
-        return None
-    newest = max(intact, key=lambda path: (os.stat(path).st_mtime_ns, path))
-    print_log(f'{reason}; resuming from {newest} instead, the most recently written intact '
-              'checkpoint', logger='current', level=30)
-    return newest
+        with open(pointer, errors='backslashreplace') as f:
+            named = f.read().strip()
+        reason = f'{pointer} is empty'
+    if named:
+        local = osp.join(work_dir, osp.basename(named))
+        problem = checkpoint_file_problem(local)
+        elsewhere = osp.abspath(local) != osp.abspath(named)
+        if problem is None:
+            if elsewhere:
+                print_log(f'{pointer} names {named}, which is not in {work_dir} (the work dir '
+                          f'was moved or copied); resuming from {local}, the file of that '
+                          'name in the work dir', logger='current', level=30)
+            return local
+        reason = (f'{pointer} names {named}, and {local} {problem}' if elsewhere
+                  else f'{named} (named by {pointer}) {problem}')
+        name = re.escape(osp.basename(named))
+        names.append(re.compile(re.sub(r'\d+', r'\\d+', name) + '$'))
+    intact = [path for path in glob.glob(osp.join(glob.escape(work_dir), '*.pth'))
+              if any(n.match(osp.basename(path)) for n in names)
+              and checkpoint_file_problem(path) is None]
+    if intact:
+        newest = max(intact, key=lambda path: (os.stat(path).st_mtime_ns, path))
+        print_log(f'{reason}; resuming from {newest} instead, the most recently written intact '
+                  'checkpoint', logger='current', level=30)
+        return newest
+    if named and checkpoint_file_problem(named) is None:
+        print_log(f'{reason}; resuming from {named}, the file it names outside the work dir',
+                  logger='current', level=30)
+        return named
+    if osp.isfile(pointer):
+        print_log(f'{reason}, and no other intact checkpoint matching '
+                  f'{" or ".join(repr(n.pattern) for n in names)} was found in {work_dir}',
+                  logger='current', level=30)
+    return None

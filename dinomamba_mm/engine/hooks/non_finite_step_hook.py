@@ -1,10 +1,11 @@
 """Skip training steps whose loss or gradients are not finite; stop when they persist."""
 from typing import Dict, Optional
 
+import numpy as np
 import torch
 from mmengine import dist
 from mmengine.hooks import Hook
-from mmengine.logging import print_log
+from mmengine.logging import HistoryBuffer, print_log
 from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.argument_checks import check_int
@@ -22,7 +23,9 @@ class NonFiniteStepHook(Hook):
       holding a NaN or an infinity are dropped (set to None): the optimizer then leaves every
       parameter and its state untouched, as if the step had not happened.
     - After every iteration, a non-finite loss on any process, or a skipped step, counts as a
-      bad iteration (logged as a warning). ``max_consecutive_skips + 1`` bad iterations in a
+      bad iteration (logged as a warning, counted in the logged scalar ``skipped_steps``; its
+      non-finite losses are taken out of the logged, window-averaged ones, which would read
+      nan for the rest of the window). ``max_consecutive_skips + 1`` bad iterations in a
       row raise ``FloatingPointError`` naming the iteration; with 0 the first one does (DINO's
       own behaviour). A good iteration resets the count.
     - After every optimizer step, parameters that became non-finite (a diverging learning
@@ -39,7 +42,9 @@ class NonFiniteStepHook(Hook):
             stops training. Defaults to 5.
     """
 
-    priority = 'ABOVE_NORMAL'  # before DINOTeacherEMAHook, PerParameterGradClipHook, checkpoints
+    # after RuntimeInfoHook (which records the losses to log), before DINOTeacherEMAHook,
+    # PerParameterGradClipHook and checkpoints
+    priority = 'ABOVE_NORMAL'
 
     def __init__(self, max_consecutive_skips: int = 5) -> None:
         check_int('max_consecutive_skips', max_consecutive_skips, 0)
@@ -104,6 +109,7 @@ class NonFiniteStepHook(Hook):
             self.consecutive = 0
             return
         self.consecutive += 1
+        self._unlog_non_finite(runner, outputs or {})
         parts = []
         if any_bad.item():
             parts.append(f'loss {float(torch.as_tensor(loss).detach())}' if local_bad else
@@ -118,3 +124,16 @@ class NonFiniteStepHook(Hook):
                 f'{message}: training stopped. Look for NaN / inf in the data or lower the '
                 'learning rate, then resume from the last checkpoint')
         print_log(message, logger='current', level=30)
+
+    @staticmethod
+    def _unlog_non_finite(runner, outputs: dict) -> None:
+        hub = runner.message_hub
+        for key in [f'train/{name}' for name in outputs if f'train/{name}' in hub.log_scalars]:
+            values, counts = hub.log_scalars[key].data
+            if not np.isfinite(values[-1]):
+                buffer = hub.log_scalars.pop(key)
+                if len(values) > 1:
+                    hub.log_scalars[key] = HistoryBuffer(values[:-1], counts[:-1],
+                                                         buffer.max_length)
+        skipped = hub.log_scalars.get('train/skipped_steps')
+        hub.update_scalar('train/skipped_steps', skipped.current() + 1 if skipped else 1)

@@ -1,8 +1,9 @@
 """mmengine's CheckpointHook whose every checkpoint can be resumed and none is half-written."""
+import os.path as osp
 from collections import deque
 from typing import Optional
 
-from mmengine.dist import is_main_process
+from mmengine.dist import get_world_size, is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
@@ -40,7 +41,9 @@ class ResumableCheckpointHook(CheckpointHook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         # called for load_from too, before a resume sets runner.iter: told apart in before_train
-        self._loaded_meta = checkpoint.get('meta', {})
+        info = checkpoint.get('message_hub', {}).get('runtime_info', {})
+        self._loaded_meta = dict(checkpoint.get('meta', {}), max_iters=info.get('max_iters'),
+                                 max_epochs=info.get('max_epochs'))
 
     def before_train(self, runner) -> None:
         meta, self._loaded_meta = self._loaded_meta, None
@@ -53,17 +56,28 @@ class ResumableCheckpointHook(CheckpointHook):
                     'would be trained again. Save per epoch (by_epoch=True, interval in '
                     'epochs), or train with IterBasedTrainLoop')
             if meta and runner.iter and runner.iter == meta.get('iter'):
-                self._check_resumed_at_epoch_start(runner)
+                self._check_resumed_at_epoch_start(runner, meta)
         super().before_train(runner)
         if self.max_keep_ckpts > 0:  # no maxlen: ids leave it only when their file is removed
             self.keep_ckpt_ids = deque(self.keep_ckpt_ids)
 
     @staticmethod
-    def _check_resumed_at_epoch_start(runner) -> None:
-        epoch_length = len(runner.train_dataloader)
+    def _check_resumed_at_epoch_start(runner, meta: dict) -> None:
+        loader = runner.train_dataloader
+        epoch_length = len(loader)
         epoch, iteration = runner.epoch, runner.iter
         if iteration == epoch * epoch_length:
             return
+        saved_length = meta['max_iters'] // meta['max_epochs'] if meta['max_epochs'] else None
+        if saved_length not in (None, epoch_length):
+            raise ValueError(
+                f'cannot resume from {osp.basename(runner.cfg.get("load_from") or "")} '
+                f'(epoch {epoch}, iteration {iteration}): it was saved with {saved_length} '
+                f'iterations per epoch, this run has {epoch_length} ({len(loader.dataset)} '
+                f'samples, batch size {loader.batch_size} per process, {get_world_size()} '
+                'process(es)): the batch size, the dataset or the number of processes changed. '
+                'Resume with the ones it was saved with, or start a new run from its weights '
+                '(load_from without --resume)')
         if iteration == (epoch + 1) * epoch_length:
             where = (f'after the last iteration of epoch {epoch + 1} by a per-iteration '
                      f'CheckpointHook, which records epoch {epoch + 1} as not yet finished: '

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from mmengine.logging import MessageHub
 from mmengine.optim import OptimWrapper
 from torch import nn
 
@@ -21,7 +22,7 @@ def make_runner(lr=0.1):
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     return SimpleNamespace(model=model, optim_wrapper=OptimWrapper(optimizer), iter=0,
-                           max_iters=10)
+                           max_iters=10, message_hub=MessageHub(f'test_hub_{id(model)}'))
 
 
 def train_iter(runner, hook, inputs):
@@ -115,3 +116,32 @@ def test_hooks_are_removed_after_training():
 def test_max_consecutive_skips_is_checked(value, error):
     with pytest.raises(error, match='max_consecutive_skips must be an int >= 0'):
         NonFiniteStepHook(max_consecutive_skips=value)
+
+
+def test_a_skipped_step_leaves_the_logged_loss_finite_and_is_counted():
+    """After one skipped step, the loss mmengine logs (the mean over the logging window of
+    what RuntimeInfoHook records) read nan for the rest of the window."""
+    from mmengine.hooks import RuntimeInfoHook
+    from mmengine.registry import HOOKS
+    from mmengine.runner import get_priority
+
+    runner = make_runner()
+    hooks = sorted([NonFiniteStepHook(), HOOKS.build(dict(type='RuntimeInfoHook'))],
+                   key=lambda hook: get_priority(hook.priority))
+    assert isinstance(hooks[0], RuntimeInfoHook)  # it records the outputs; ours then amends
+    hooks[1].before_train(runner)
+    nan = torch.full((2, 3), float('nan'))
+    losses = []
+    for inputs in (nan, torch.ones(2, 3), nan, torch.ones(2, 3)):
+        loss = runner.model(inputs).sum()
+        runner.optim_wrapper.update_params(loss)
+        for hook in hooks:
+            hook.after_train_iter(runner, batch_idx=runner.iter,
+                                  outputs=dict(loss=loss.detach()))
+        losses.append(loss.item())
+        runner.iter += 1
+        if runner.iter == 1:  # a first step skipped: no loss logged yet
+            assert 'train/loss' not in runner.message_hub.log_scalars
+    logged = runner.message_hub.get_scalar('train/loss')
+    assert logged.mean(10) == pytest.approx((losses[1] + losses[3]) / 2)
+    assert runner.message_hub.get_scalar('train/skipped_steps').current() == 2
