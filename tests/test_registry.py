@@ -174,7 +174,7 @@ def test_the_plugin_parts_of_an_mmseg_config_import_nothing_mmseg_does_not(tmp_p
     framework or heavy library that mmseg's own model package does not import already (it does
     import mmdet and mmpretrain's models, so an mmseg run pays nothing for ours)."""
     config = osp.join(ROOT, 'configs', 'ade20k',
-                      'upernet_dinovim-t-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
+                      'upernet_dinovim-tiny-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
     ours = run_probe(MMSEG_CONFIG_PROBE, config, json.dumps(FRAMEWORKS), cwd=str(tmp_path))
     mmseg = run_probe(MMSEG_PROBE, json.dumps(FRAMEWORKS), cwd=str(tmp_path))
     assert set(ours) <= set(mmseg), sorted(set(ours) - set(mmseg))
