@@ -91,11 +91,10 @@ def test_coco_config_builds_the_paper_recipe(path):
 def _check_init(cfg: Config, name: str) -> None:
     init = cfg.model.backbone.init_cfg
     if name.startswith('dinovim'):
-        size = {'t': 'tiny', 's': 'small', 'b': 'base'}[name[-1]]
         assert init == dict(type='dinomamba_mm.PaperCheckpoint',
-                            checkpoint=PAPER_CHECKPOINTS[f'dinovim-{size}'],
+                            checkpoint=PAPER_CHECKPOINTS[name],
                             source='teacher')
         assert cfg.model.backbone.token_layout == 'paper'
     else:
         assert init.type == 'Pretrained' and init.prefix == 'teacher.backbone.'
-        assert f'dino_{name[:-2]}-base' in init.checkpoint
+        assert f'dino_{name}-p16' in init.checkpoint
