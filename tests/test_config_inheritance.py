@@ -6,8 +6,11 @@ still be found (dinomamba_mm.registry). One child per config family, written to 
 directory that is also the working directory, shrunk to tiny models and a synthetic dataset:
 the Runner builds its model, datasets, evaluators and hooks and trains one iteration.
 """
+import ast
+import glob
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -47,7 +50,7 @@ train_cfg = dict(max_epochs=1)
 '''
 
 LINEAR_PROBE = f'''
-_base_ = 'dinomamba_mm::dino/benchmarks/dinovim-t-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py'
+_base_ = 'dinomamba_mm::dino/benchmarks/dinovim-tiny-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py'
 model = dict(
     backbone=dict(checkpoint=None, backbone=dict(arch={TINY_ARCH}, img_size=32, patch_size=8,
                                                  out_indices=[-2, -1])),
@@ -67,7 +70,7 @@ train_cfg = dict(max_epochs=1)
 
 ADE20K = f'''
 _base_ = ('dinomamba_mm::ade20k/'
-          'upernet_dinovim-t-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
+          'upernet_dinovim-tiny-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
 norm = dict(type='BN', requires_grad=True)
 crop = (64, 64)
 model = dict(
@@ -104,7 +107,7 @@ default_hooks = dict(checkpoint=dict(interval=1, save_best=None))
 
 COCO = f'''
 _base_ = ('dinomamba_mm::coco/'
-          'cascade-mask-rcnn_dinovim-t-p16_paper-teacher_16xb4-amp-lsj-100e_coco.py')
+          'cascade-mask-rcnn_dinovim-tiny-p16_paper-teacher_16xb4-amp-lsj-100e_coco.py')
 size = (96, 96)
 model = dict(
     data_preprocessor=dict(batch_augments=None),
@@ -240,3 +243,34 @@ def test_our_train_tool_takes_a_dinomamba_base(synthetic_data, mim_links, tmp_pa
         env=dict(os.environ, OMP_NUM_THREADS='1'))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (work_dir / 'epoch_1.pth').is_file()
+
+
+def base_depth(path: str) -> int:
+    """Levels of ``_base_`` under the config at ``path``; a base from another package
+    (``'pkg::...'``) counts as one level, whatever it inherits in turn."""
+    tree = ast.parse(open(path).read())
+    bases = next((ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign)
+                  and any(getattr(target, 'id', None) == '_base_' for target in node.targets)),
+                 [])
+    bases = [bases] if isinstance(bases, str) else bases
+    return max((1 if '::' in base else
+                1 + base_depth(osp.normpath(osp.join(osp.dirname(path), base)))
+                for base in bases), default=0)
+
+
+CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True))
+
+
+def test_no_config_inherits_more_than_three_levels():
+    depths = {osp.relpath(path, ROOT): base_depth(path) for path in CONFIGS}
+    assert len(depths) > 60 and max(depths.values()) == 3
+    assert not {path: depth for path, depth in depths.items() if depth > 3}
+
+
+def test_each_backbone_size_has_one_spelling_in_file_names():
+    """mmpretrain's spelling (``vit-base-p16``), not ``dinovim-b`` beside ``dinovim-base``."""
+    names = [osp.basename(path) for path in CONFIGS]
+    short = [name for name in names if re.search(r'(?<![a-z0-9])[a-z]+-[tsb]-p16', name)]
+    assert not short
+    assert any('dinovim-tiny' in name for name in names)

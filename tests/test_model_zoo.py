@@ -46,8 +46,8 @@ def test_every_metafile_is_imported_by_the_index():
 
 def test_paper_results_are_marked_as_the_papers():
     """docs/paper.md section 5 figures, entered with 'Results Source: paper'."""
-    expected = {'dinovim-t': 73.7, 'dinovim-s': 77.4, 'dinovim-b': 78.1,
-                'dinomamba-reg-b': 78.5, 'linearvit-b': 74.7, 'vit-b': 78.2}
+    expected = {'dinovim-tiny': 73.7, 'dinovim-small': 77.4, 'dinovim-base': 78.1,
+                'dinomambareg-base': 78.5, 'linearvit-base': 74.7, 'vit-base': 78.2}
     with open(osp.join(ROOT, 'configs/dino/metafile.yml')) as f:
         models = yaml.safe_load(f)['Models']
     seen = {}

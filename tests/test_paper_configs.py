@@ -87,25 +87,24 @@ def test_no_probe_or_dense_config_loads_a_teacher_of_another_layout(path, tmp_pa
             loader.init_weights()
 
 
-CLASSIFIERS = {'dinovim-t': ('dinovim-tiny', 8), 'dinovim-s': ('dinovim-small', 4),
-               'dinovim-b': ('dinovim-base', 8), 'dinomamba-reg-b': ('dinomambareg-base', 8)}
+# the model names of the zoo and of the config files are the same; blocks read
+CLASSIFIERS = {'dinovim-tiny': 8, 'dinovim-small': 4, 'dinovim-base': 8, 'dinomambareg-base': 8}
 
 
 @pytest.mark.parametrize('prefix', sorted(CLASSIFIERS))
 def test_classifier_configs_load_the_released_teacher_and_head(prefix):
-    model, blocks = CLASSIFIERS[prefix]
     cfg = Config.fromfile(osp.join(BENCH, f'{prefix}-p16_paper-teacher_paper-linear-head_in1k.py'))
     assert cfg.model.type == 'dinomamba_mm.LinearProbeClassifier'
-    assert cfg.load_from == model_zoo.PAPER_LINEAR_HEADS[model]
-    assert cfg.model.backbone.checkpoint == model_zoo.PAPER_CHECKPOINTS[model]
-    assert len(cfg.model.backbone.backbone.out_indices) == blocks
+    assert cfg.load_from == model_zoo.PAPER_LINEAR_HEADS[prefix]
+    assert cfg.model.backbone.checkpoint == model_zoo.PAPER_CHECKPOINTS[prefix]
+    assert len(cfg.model.backbone.backbone.out_indices) == CLASSIFIERS[prefix]
 
 
 def test_a_classifier_config_scores_a_released_format_head_with_tools_test(tmp_path):
     """The DinoMamba-Reg-B classifier config as documented (tools/test.py CONFIG HEAD), with a
     16-wide backbone, its teacher and head written in the paper's formats, and 8 small images."""
     cfg = Config.fromfile(
-        osp.join(BENCH, 'dinomamba-reg-b-p16_paper-teacher_paper-linear-head_in1k.py'))
+        osp.join(BENCH, 'dinomambareg-base-p16_paper-teacher_paper-linear-head_in1k.py'))
     teacher = paper_backbone(0, registers=12, patches=49, dim=16, depth=8, state=4, headdim=8)
     teacher_path = str(tmp_path / 'checkpoint.pth')
     torch.save(paper_dino_checkpoint(teacher), teacher_path)

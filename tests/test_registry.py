@@ -21,14 +21,45 @@ def run_probe(code: str, *args: str, cwd: str) -> dict:
     return json.loads(line[len('RESULT '):])
 
 
+REGISTERED_PROBE = r"""
+import importlib, json, pkgutil
+import dinomamba_mm
+from dinomamba_mm import registry
+for info in pkgutil.walk_packages(dinomamba_mm.__path__, 'dinomamba_mm.'):
+    if not info.name.endswith('triton_kernels'):  # needs TRITON_INTERPRET or a GPU to load
+        importlib.import_module(info.name)
+print('RESULT ' + json.dumps({
+    name: dict(classes={key: obj.__module__ for key, obj in value.module_dict.items()},
+               locations=value._locations)
+    for name, value in vars(registry).items() if isinstance(value, registry.PluginRegistry)}))
+"""
+
+
+@pytest.fixture(scope='module')
+def registered(tmp_path_factory):
+    """``{registry: {classes: {name: module}, locations}}`` once every module is imported."""
+    return run_probe(REGISTERED_PROBE, cwd=str(tmp_path_factory.mktemp('registered')))
+
+
+def test_every_registered_class_lives_under_its_registry_locations(registered):
+    """A registry imports its ``locations`` at its first lookup and nothing else."""
+    assert len(registered['MODELS']['classes']) >= 9
+    outside = {
+        f'{registry_name}.{name}': module
+        for registry_name, entry in registered.items()
+        for name, module in entry['classes'].items()
+        if not any(module.startswith(location + '.') for location in entry['locations'])}
+    assert not outside, f'registered outside their registry\'s locations: {outside}'
+
+
 # Nothing imports dinomamba_mm except the config's custom_imports.
-REACH_PROBE = r'''
+REACH_PROBE = r"""
 import importlib, json, sys
 import mmengine.registry
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
-scope, cfg_path = sys.argv[1], sys.argv[2]
+scope, cfg_path, expected = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 assert 'dinomamba_mm' not in sys.modules
 cfg = Config.fromfile(cfg_path)          # custom_imports happens here
 assert 'dinomamba_mm' in sys.modules
@@ -37,64 +68,66 @@ registry_module = importlib.import_module(f'{scope}.registry')
 ours = importlib.import_module('dinomamba_mm.registry')
 
 found = {}
-for name in ('MODELS', 'METRICS', 'HOOKS', 'TRANSFORMS', 'FUNCTIONS', 'WEIGHT_INITIALIZERS',
-             'OPTIM_WRAPPER_CONSTRUCTORS'):
-    theirs = getattr(registry_module, name, getattr(mmengine.registry, name))
-    for module_name in getattr(ours, name).modules:
-        found[f'{name}.{module_name}'] = theirs.get(f'dinomamba_mm.{module_name}') is \
-            getattr(ours, name).get(module_name)
+for registry_name, names in expected.items():
+    theirs = getattr(registry_module, registry_name, getattr(mmengine.registry, registry_name))
+    for name in names:
+        obj = theirs.get(f'dinomamba_mm.{name}')
+        found[f'{registry_name}.{name}'] = obj is not None and obj is \
+            getattr(ours, registry_name).module_dict.get(name)
 
 backbone = registry_module.MODELS.build(cfg.model)
 found['built'] = type(backbone).__module__ + '.' + type(backbone).__name__
 print('RESULT ' + json.dumps(found))
-'''
+"""
 
-CONFIG = '''
+CONFIG = """
 custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
 default_scope = '{scope}'
 model = dict(type='dinomamba_mm.DinoVim',
              arch=dict(embed_dims=32, num_layers=2, d_state=8, headdim=8),
              img_size=32, patch_size=16)
-'''
+"""
 
 
 @pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
-def test_scope_reaches_every_registered_module(scope, tmp_path):
+def test_scope_reaches_every_registered_class(scope, registered, tmp_path):
+    """From another scope, ``'dinomamba_mm.Name'`` finds every class, imported on demand."""
     cfg_path = tmp_path / 'cfg.py'
     cfg_path.write_text(CONFIG.replace('{scope}', scope))
-    found = run_probe(REACH_PROBE, scope, str(cfg_path), cwd=str(tmp_path))
+    expected = {name: sorted(entry['classes'])
+                for name, entry in registered.items() if entry['classes']}
+    assert {'MODELS', 'HOOKS', 'TRANSFORMS', 'METRICS', 'FUNCTIONS'} <= set(expected)
+    found = run_probe(REACH_PROBE, scope, str(cfg_path), json.dumps(expected),
+                      cwd=str(tmp_path))
     assert found.pop('built') == 'dinomamba_mm.models.backbones.dinovim.DinoVim'
     missing = [name for name, ok in found.items() if not ok]
     assert not missing, f'not reachable from {scope}: {missing}'
-    kinds = {name.split('.')[0] for name in found}
-    assert {'MODELS', 'HOOKS', 'TRANSFORMS', 'METRICS', 'FUNCTIONS'} <= kinds
 
 
-COMPLETENESS_PROBE = r'''
-import importlib, json, pkgutil
-import dinomamba_mm
-from dinomamba_mm.registry import PluginRegistry
-registry = importlib.import_module('dinomamba_mm.registry')
-for info in pkgutil.walk_packages(dinomamba_mm.__path__, 'dinomamba_mm.'):
-    if not info.name.endswith('triton_kernels'):  # needs TRITON_INTERPRET or a GPU to load
-        importlib.import_module(info.name)
-result = {}
-for name, value in vars(registry).items():
-    if isinstance(value, PluginRegistry):
-        result[name] = dict(
-            registered={key: obj.__module__ for key, obj in value.module_dict.items()},
-            declared=value.modules)
+RUN_SCOPE_PROBE = r"""
+import json
+from mmengine.registry import DefaultScope, init_default_scope
+from dinomamba_mm.registry import MODELS, run_scope
+
+result = [run_scope()]
+init_default_scope('mmseg')
+with DefaultScope.overwrite_default_scope('dinomamba_mm'):
+    result.append(run_scope())
+    with DefaultScope.overwrite_default_scope('dinomamba_mm'):
+        result.append(run_scope())
+        result.append(MODELS.get('EncoderDecoder').__module__)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        result.append(run_scope())
+result.append(MODELS.get('EncoderDecoder'))
 print('RESULT ' + json.dumps(result))
-'''
+"""
 
 
-def test_every_registered_name_is_declared_with_its_module(tmp_path):
-    """The lazy lookup imports ``modules[name]``: after importing every module of the package,
-    each registry holds exactly the declared names, each from the declared module."""
-    result = run_probe(COMPLETENESS_PROBE, cwd=str(tmp_path))
-    for registry_name, entry in result.items():
-        assert entry['registered'] == entry['declared'], registry_name
-    assert len(result['MODELS']['declared']) >= 9
+def test_the_run_scope_is_found_below_our_scope(tmp_path):
+    """Inside a build that mmengine switched to our scope, names we lack resolve in the scope
+    the run set; this checks the mmengine behaviour that ``run_scope`` reads (0.10.7)."""
+    assert run_probe(RUN_SCOPE_PROBE, cwd=str(tmp_path)) == [
+        None, 'mmseg', 'mmseg', 'mmseg.models.segmentors.encoder_decoder', 'mmdet', None]
 
 
 LIGHT_IMPORT_PROBE = r'''
@@ -111,28 +144,40 @@ def test_import_loads_no_framework_and_no_heavy_library(tmp_path):
     assert run_probe(LIGHT_IMPORT_PROBE, cwd=str(tmp_path)) == []
 
 
-MMSEG_CONFIG_PROBE = r'''
+FRAMEWORKS = ('mmdet', 'mmpretrain.models', 'mmseg.models', 'mmdet.models', 'triton',
+              'sklearn', 'matplotlib', 'transformers')
+
+MMSEG_CONFIG_PROBE = r"""
 import json, sys
 from mmengine.config import Config
-from mmengine.registry import MODELS, OPTIM_WRAPPER_CONSTRUCTORS, WEIGHT_INITIALIZERS
+from mmengine.registry import MODELS, WEIGHT_INITIALIZERS
 
 cfg = Config.fromfile(sys.argv[1])
 backbone = cfg.model.backbone
 backbone.init_cfg = None
 MODELS.build(backbone)
 WEIGHT_INITIALIZERS.get('dinomamba_mm.PaperCheckpoint')
-print('RESULT ' + json.dumps(sorted(
-    name for name in ('mmdet', 'mmpretrain.models', 'mmseg.models') if name in sys.modules)))
-'''
+print('RESULT ' + json.dumps(sorted(name for name in json.loads(sys.argv[2])
+                                    if name in sys.modules)))
+"""
+
+MMSEG_PROBE = r"""
+import json, sys
+import mmseg.models
+print('RESULT ' + json.dumps(sorted(name for name in json.loads(sys.argv[1])
+                                    if name in sys.modules)))
+"""
 
 
-def test_the_plugin_parts_of_an_mmseg_config_import_no_mmdet(tmp_path):
-    """Parsing an ADE20K config and building its DinoVim and checkpoint initialiser imports
-    neither mmdet nor the mmpretrain model zoo (which imports mmdet). mmseg's own
-    ``mmseg.models`` does import mmdet (its MaskFormer heads), so a whole mmseg model does."""
+def test_the_plugin_parts_of_an_mmseg_config_import_nothing_mmseg_does_not(tmp_path):
+    """Parsing an ADE20K config and building its DinoVim and checkpoint initialiser imports no
+    framework or heavy library that mmseg's own model package does not import already (it does
+    import mmdet and mmpretrain's models, so an mmseg run pays nothing for ours)."""
     config = osp.join(ROOT, 'configs', 'ade20k',
-                      'upernet_dinovim-t-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
-    assert run_probe(MMSEG_CONFIG_PROBE, config, cwd=str(tmp_path)) == []
+                      'upernet_dinovim-tiny-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
+    ours = run_probe(MMSEG_CONFIG_PROBE, config, json.dumps(FRAMEWORKS), cwd=str(tmp_path))
+    mmseg = run_probe(MMSEG_PROBE, json.dumps(FRAMEWORKS), cwd=str(tmp_path))
+    assert set(ours) <= set(mmseg), sorted(set(ours) - set(mmseg))
 
 
 def test_configs_inherit_from_the_installed_package(tmp_path, mim_links):

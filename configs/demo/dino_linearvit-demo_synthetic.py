@@ -1,5 +1,13 @@
 # The demo's DINO pretraining of a LinearViT (tools/demo.py): dino_vit-demo_synthetic.py with
 # linear attention (phi = elu + 1) in place of softmax attention.
-_base_ = './dino_vit-demo_synthetic.py'
+_base_ = './dino_dinovim-demo_synthetic.py'
 
-model = dict(backbone=dict(type='dinomamba_mm.LinearViT'))
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='dinomamba_mm.LinearViT',
+        arch=dict(embed_dims=96, num_layers=4, num_heads=6, feedforward_channels=384),
+        img_size=32,
+        patch_size=8,
+        out_type='cls_token',
+        drop_path_rate=0.))

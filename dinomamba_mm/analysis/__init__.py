@@ -1,22 +1,17 @@
 """The paper's analyses: class-token maps, token-mixing matrices and their ranks."""
-from dinomamba_mm.lazy_exports import lazy_exports
+from .class_token_map_model import ClassTokenMapModel
+from .class_token_maps import (ClassTokenMaps, class_token_attention, class_token_similarity,
+                               extract_class_token_maps)
+from .matrix_rank import block_ranks, default_block_size, effective_rank, numerical_rank
+from .mixing_matrix import (capture_mixer_inputs, find_mixer, linear_attention_matrix,
+                            mamba_mixing_matrices, mixer_mixing_matrices,
+                            softmax_attention_matrix)
 from .token_layout import TokenLayout, token_layout
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'ClassTokenMapModel': '.class_token_map_model',
-    'ClassTokenMaps': '.class_token_maps',
-    'class_token_attention': '.class_token_maps',
-    'class_token_similarity': '.class_token_maps',
-    'extract_class_token_maps': '.class_token_maps',
-    'capture_mixer_inputs': '.mixing_matrix',
-    'find_mixer': '.mixing_matrix',
-    'linear_attention_matrix': '.mixing_matrix',
-    'mamba_mixing_matrices': '.mixing_matrix',
-    'mixer_mixing_matrices': '.mixing_matrix',
-    'softmax_attention_matrix': '.mixing_matrix',
-    'block_ranks': '.matrix_rank',
-    'default_block_size': '.matrix_rank',
-    'effective_rank': '.matrix_rank',
-    'numerical_rank': '.matrix_rank',
-})
-__all__ += ['TokenLayout', 'token_layout']
+__all__ = [
+    'ClassTokenMapModel', 'ClassTokenMaps', 'class_token_attention', 'class_token_similarity',
+    'extract_class_token_maps', 'capture_mixer_inputs', 'find_mixer', 'linear_attention_matrix',
+    'mamba_mixing_matrices', 'mixer_mixing_matrices', 'softmax_attention_matrix',
+    'block_ranks', 'default_block_size', 'effective_rank', 'numerical_rank', 'TokenLayout',
+    'token_layout'
+]

@@ -1,4 +1,4 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .transforms import *  # noqa: F401,F403
+from .worker_seed import seed_worker_from_loader
 
-__getattr__, __all__ = lazy_exports(
-    __name__, {'seed_worker_from_loader': '.worker_seed'}, submodules=('transforms', ))
+__all__ = ['seed_worker_from_loader']

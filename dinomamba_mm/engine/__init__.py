@@ -1,3 +1,2 @@
-from dinomamba_mm.lazy_exports import lazy_exports
-
-__getattr__, _ = lazy_exports(__name__, {}, submodules=('hooks', 'optimizers'))
+from .hooks import *  # noqa: F401,F403
+from .optimizers import *  # noqa: F401,F403

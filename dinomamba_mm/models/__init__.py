@@ -1,4 +1,6 @@
-from dinomamba_mm.lazy_exports import lazy_exports
-
-__getattr__, _ = lazy_exports(
-    __name__, {}, submodules=('backbones', 'classifiers', 'heads', 'layers', 'necks', 'selfsup'))
+from .backbones import *  # noqa: F401,F403
+from .classifiers import *  # noqa: F401,F403
+from .heads import *  # noqa: F401,F403
+from .layers import *  # noqa: F401,F403
+from .necks import *  # noqa: F401,F403
+from .selfsup import *  # noqa: F401,F403

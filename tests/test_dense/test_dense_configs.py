@@ -16,8 +16,8 @@ COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'coco', 'cascade-*.py'
 USER_CONFIG = osp.join(REPO, 'configs', 'dinovim_b_ade20k.py')
 # backbone parameters in millions at 224 px: docs/paper.md section 3 (DinoVim T / S / B) and ViT-B/16
 # (85.8M); LinearViT-B has ViT-B's parameters
-PAPER_PARAMS_M = {'dinovim-t': 10.7, 'dinovim-s': 40.4, 'dinovim-b': 89.0,
-                  'vit-b': 85.8, 'linearvit-b': 85.8}
+PAPER_PARAMS_M = {'dinovim-tiny': 10.7, 'dinovim-small': 40.4, 'dinovim-base': 89.0,
+                  'vit-base': 85.8, 'linearvit-base': 85.8}
 
 
 def _expected_params_m(name: str, image_side: int, width: int) -> float:
@@ -47,7 +47,7 @@ def test_ade20k_config_builds_the_paper_recipe(path):
     cfg = Config.fromfile(path)
     assert cfg.default_scope == 'mmseg'
     assert 'dinomamba_mm' in cfg.custom_imports.imports
-    name = 'dinovim-b' if path == USER_CONFIG else _backbone_name(path)
+    name = 'dinovim-base' if path == USER_CONFIG else _backbone_name(path)
     model = _build_on_meta(cfg, 'mmseg')
     params = sum(p.numel() for p in model.backbone.parameters()) / 1e6
     width = cfg.model.neck.embed_dim
@@ -91,11 +91,10 @@ def test_coco_config_builds_the_paper_recipe(path):
 def _check_init(cfg: Config, name: str) -> None:
     init = cfg.model.backbone.init_cfg
     if name.startswith('dinovim'):
-        size = {'t': 'tiny', 's': 'small', 'b': 'base'}[name[-1]]
         assert init == dict(type='dinomamba_mm.PaperCheckpoint',
-                            checkpoint=PAPER_CHECKPOINTS[f'dinovim-{size}'],
+                            checkpoint=PAPER_CHECKPOINTS[name],
                             source='teacher')
         assert cfg.model.backbone.token_layout == 'paper'
     else:
         assert init.type == 'Pretrained' and init.prefix == 'teacher.backbone.'
-        assert f'dino_{name[:-2]}-base' in init.checkpoint
+        assert f'dino_{name}-p16' in init.checkpoint

@@ -21,12 +21,12 @@ DEMO_PROBE = osp.join(REPO, 'configs', 'demo', 'linear-probe_dinovim-demo_synthe
 
 # (file prefix, backbone type, blocks read, width, pooled patch tokens)
 EXPECTED = [
-    ('dinovim-t', 'dinomamba_mm.DinoVim', 8, 256, False),
-    ('dinovim-s', 'dinomamba_mm.DinoVim', 4, 512, False),
-    ('dinovim-b', 'dinomamba_mm.DinoVim', 8, 768, False),
-    ('dinomamba-reg-b', 'dinomamba_mm.DinoMambaReg', 8, 768, False),
-    ('vit-b', 'VisionTransformer', 1, 768, True),
-    ('linearvit-b', 'dinomamba_mm.LinearViT', 1, 768, True),
+    ('dinovim-tiny', 'dinomamba_mm.DinoVim', 8, 256, False),
+    ('dinovim-small', 'dinomamba_mm.DinoVim', 4, 512, False),
+    ('dinovim-base', 'dinomamba_mm.DinoVim', 8, 768, False),
+    ('dinomambareg-base', 'dinomamba_mm.DinoMambaReg', 8, 768, False),
+    ('vit-base', 'VisionTransformer', 1, 768, True),
+    ('linearvit-base', 'dinomamba_mm.LinearViT', 1, 768, True),
 ]
 
 
@@ -52,7 +52,7 @@ def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, poole
 
 
 def test_dinovim_tiny_probe_builds_with_paper_sizes():
-    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-t-p16_dino-ours_*.py'))[0])
+    cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-tiny-p16_dino-ours_*.py'))[0])
     init_default_scope('mmpretrain')
     from mmpretrain.registry import MODELS
     model = MODELS.build(cfg.model)
@@ -117,8 +117,8 @@ def test_checkpoint_without_teacher_is_named_in_the_error(tmp_path):
 
 
 @pytest.mark.parametrize('prefix,hf_path,img_size', [
-    ('dinovim-t', 'Vim/Tiny', 224), ('dinovim-s', 'Vim/Small', 224),
-    ('dinovim-b', 'Vim/Base', 224), ('dinomamba-reg-b', 'Mambar/Base', 112)])
+    ('dinovim-tiny', 'Vim/Tiny', 224), ('dinovim-small', 'Vim/Small', 224),
+    ('dinovim-base', 'Vim/Base', 224), ('dinomambareg-base', 'Mambar/Base', 112)])
 def test_paper_teacher_configs(prefix, hf_path, img_size):
     """The paper's network: its token layout, and its table size (MambaR: 7x7, img_size=[112])."""
     (path, ) = glob.glob(osp.join(PROBE_DIR, f'{prefix}-p16_paper-teacher_8xb128-*.py'))

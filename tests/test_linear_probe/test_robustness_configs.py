@@ -76,7 +76,7 @@ def test_robustness_config_runs_through_tools_test(test_set, tmp_path, monkeypat
     _write_fake_layouts(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # the configs' data roots are relative: data/...
     os.symlink(str(tmp_path), str(tmp_path / 'data'))
-    path = osp.join(ROOT, f'dinovim-b-p16_dino-ours_linear-probe_{test_set}.py')
+    path = osp.join(ROOT, f'dinovim-base-p16_dino-ours_linear-probe_{test_set}.py')
     # 10 classes: the fake ImageNet class order (train/) has 10 wnids
     options = ['model.head.in_channels=128', 'model.head.num_classes=10',
                'test_dataloader.batch_size=4', 'test_dataloader.num_workers=0']

@@ -12,10 +12,10 @@ from mmengine.config import Config
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 PROBE = osp.join(ROOT, 'configs/dino/benchmarks',
-                 'dinovim-t-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py')
+                 'dinovim-tiny-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py')
 SEG = osp.join(ROOT, 'configs/dinovim_b_ade20k.py')
 DET = osp.join(ROOT, 'configs/coco',
-               'cascade-mask-rcnn_dinovim-t-p16_paper-teacher_16xb4-amp-lsj-100e_coco.py')
+               'cascade-mask-rcnn_dinovim-tiny-p16_paper-teacher_16xb4-amp-lsj-100e_coco.py')
 
 
 sys.path.insert(0, osp.join(ROOT, 'tests'))

@@ -24,9 +24,9 @@ from benchmark_utils import (PeakMemory, Timer, machine_line, table_header,  # n
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = {
-    'dinovim-t': 'configs/ade20k/upernet_dinovim-t-p16_paper-teacher_8xb2-amp-160k_'
+    'dinovim-t': 'configs/ade20k/upernet_dinovim-tiny-p16_paper-teacher_8xb2-amp-160k_'
                  'ade20k-512x512.py',
-    'vit-t': 'configs/ade20k/upernet_vit-b-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py',
+    'vit-t': 'configs/ade20k/upernet_vit-base-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py',
 }
 # DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
 CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']

@@ -8,11 +8,23 @@
 # clip the norm of all gradients together). bf16 autocast.
 # The EMA teacher has requires_grad=False, so the optimizer constructor (with a
 # paramwise_cfg) leaves it out.
-# Built on configs/_base_/default_runtime.py: a checkpoint every epoch (the 3 newest kept), a log
+# Built on mmpretrain's default runtime (scope mmpretrain) with the dinomamba_mm modules: a
+# checkpoint every epoch (the 3 newest kept, each recording its backbones' token layout), a log
 # line every 50 iterations, seed 0.
-_base_ = '../default_runtime.py'
+_base_ = 'mmpretrain::_base_/default_runtime.py'
+
+custom_imports = dict(imports=['dinomamba_mm'], allow_failed_imports=False)
+
+# DDP without device ids: the module's own device is used, which is right both for one GPU per
+# process and for CPU processes (tools/dist_train.sh with gloo on a machine without CUDA, where
+# mmengine's default device_ids=[LOCAL_RANK] fails). The other two values are mmengine's
+# defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
+model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
+                         broadcast_buffers=False, find_unused_parameters=False)
 
 default_hooks = dict(
+    # every checkpoint saved records the token layout of its DinoVim backbones; loading checks it
+    backbone_layout=dict(type='dinomamba_mm.BackboneLayoutHook'),
     logger=dict(type='LoggerHook', interval=50),
     # mmengine's CheckpointHook, written atomically; unresumable settings refused at start
     checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=1, max_keep_ckpts=3,

@@ -1,6 +1,4 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .dino_multi_crop import DINOMultiCrop
+from .random_gaussian_blur import RandomGaussianBlur
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'DINOMultiCrop': '.dino_multi_crop',
-    'RandomGaussianBlur': '.random_gaussian_blur',
-})
+__all__ = ['DINOMultiCrop', 'RandomGaussianBlur']

@@ -1,13 +1,15 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .backbone_layout_hook import BackboneLayoutHook
+from .dino_teacher_ema_hook import DINOTeacherEMAHook
+from .dino_teacher_temp_hook import DINOTeacherTempHook
+from .freeze_last_layer_hook import FreezeLastLayerHook
+from .non_finite_step_hook import NonFiniteStepHook
+from .per_parameter_grad_clip_hook import PerParameterGradClipHook
+from .random_state_hook import RandomStateHook
+from .resumable_checkpoint_hook import ResumableCheckpointHook
+from .strict_load_hook import StrictLoadHook
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'BackboneLayoutHook': '.backbone_layout_hook',
-    'DINOTeacherEMAHook': '.dino_teacher_ema_hook',
-    'DINOTeacherTempHook': '.dino_teacher_temp_hook',
-    'FreezeLastLayerHook': '.freeze_last_layer_hook',
-    'NonFiniteStepHook': '.non_finite_step_hook',
-    'PerParameterGradClipHook': '.per_parameter_grad_clip_hook',
-    'RandomStateHook': '.random_state_hook',
-    'ResumableCheckpointHook': '.resumable_checkpoint_hook',
-    'StrictLoadHook': '.strict_load_hook',
-})
+__all__ = [
+    'BackboneLayoutHook', 'DINOTeacherEMAHook', 'DINOTeacherTempHook', 'FreezeLastLayerHook',
+    'NonFiniteStepHook', 'PerParameterGradClipHook', 'RandomStateHook',
+    'ResumableCheckpointHook', 'StrictLoadHook'
+]

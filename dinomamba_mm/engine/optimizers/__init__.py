@@ -1,5 +1,3 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .layer_decay_optim_wrapper_constructor import LayerDecayOptimWrapperConstructor
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'LayerDecayOptimWrapperConstructor': '.layer_decay_optim_wrapper_constructor',
-})
+__all__ = ['LayerDecayOptimWrapperConstructor']

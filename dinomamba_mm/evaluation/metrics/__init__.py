@@ -1,9 +1,6 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .binary_auc import BinaryAUC, label_map, maps_at_label_size
+from .class_subset_accuracy import ClassSubsetAccuracy
+from .real_accuracy import ReaLAccuracy
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'BinaryAUC': '.binary_auc',
-    'label_map': '.binary_auc',
-    'maps_at_label_size': '.binary_auc',
-    'ClassSubsetAccuracy': '.class_subset_accuracy',
-    'ReaLAccuracy': '.real_accuracy',
-})
+__all__ = ['BinaryAUC', 'label_map', 'maps_at_label_size', 'ClassSubsetAccuracy',
+           'ReaLAccuracy']

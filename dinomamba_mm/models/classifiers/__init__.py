@@ -1,5 +1,3 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .linear_probe_classifier import LinearProbeClassifier
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'LinearProbeClassifier': '.linear_probe_classifier',
-})
+__all__ = ['LinearProbeClassifier']

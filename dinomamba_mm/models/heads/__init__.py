@@ -1,6 +1,4 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .dino_loss_head import DINOLossHead
+from .dino_projection_head import DINOProjectionHead
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'DINOLossHead': '.dino_loss_head',
-    'DINOProjectionHead': '.dino_projection_head',
-})
+__all__ = ['DINOLossHead', 'DINOProjectionHead']

@@ -1,11 +1,11 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .bidirectional_mamba2 import (MIXING_MATRIX_KEYS, BidirectionalMamba2Mixer,
+                                   inverse_softplus_dt)
+from .gated_rms_norm import GatedRMSNorm
+from .linear_attention import LinearMultiheadAttention
+from .mamba_block import MambaBlock
+from .pos_embed import resize_pos_embed
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    'BidirectionalMamba2Mixer': '.bidirectional_mamba2',
-    'MIXING_MATRIX_KEYS': '.bidirectional_mamba2',
-    'inverse_softplus_dt': '.bidirectional_mamba2',
-    'GatedRMSNorm': '.gated_rms_norm',
-    'LinearMultiheadAttention': '.linear_attention',
-    'MambaBlock': '.mamba_block',
-    'resize_pos_embed': '.pos_embed',
-})
+__all__ = [
+    'BidirectionalMamba2Mixer', 'MIXING_MATRIX_KEYS', 'inverse_softplus_dt', 'GatedRMSNorm',
+    'LinearMultiheadAttention', 'MambaBlock', 'resize_pos_embed'
+]

@@ -1,3 +1,3 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .linear_probe_neck import LinearProbeNeck
 
-__getattr__, __all__ = lazy_exports(__name__, {'LinearProbeNeck': '.linear_probe_neck'})
+__all__ = ['LinearProbeNeck']

@@ -1,3 +1,3 @@
-from dinomamba_mm.lazy_exports import lazy_exports
+from .dino import DINO
 
-__getattr__, __all__ = lazy_exports(__name__, {'DINO': '.dino'})
+__all__ = ['DINO']

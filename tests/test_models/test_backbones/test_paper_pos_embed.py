@@ -128,7 +128,7 @@ def load_from_model_zoo(raw_file, tmp_path, monkeypatch):
 
 
 PROBE_CONFIG = osp.join(ROOT, 'configs/dino/benchmarks',
-                        'dinomamba-reg-b-p16_paper-teacher_8xb128-linear-coslr-100e_in1k.py')
+                        'dinomambareg-base-p16_paper-teacher_8xb128-linear-coslr-100e_in1k.py')
 
 
 def load_by_probe_config(raw_file, tmp_path, monkeypatch):

@@ -1,10 +1,10 @@
-# Robustness test (docs/paper.md section 5) on imagenet-real of the dinovim-b linear probe on the
+# Robustness test (docs/paper.md section 5) on imagenet-real of the vit-b linear probe on the
 # teacher of our DINO run (dino-ours):
 #   python tools/test.py \
-#       configs/dino/benchmarks/robustness/dinovim-b-p16_dino-ours_linear-probe_imagenet-real.py \
+#       configs/dino/benchmarks/robustness/vit-base-p16_dino-ours_linear-probe_imagenet-real.py \
 #       <probe checkpoint>
 _base_ = [
-    '../dinovim-b-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
+    '../vit-base-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
     '../../../_base_/datasets/imagenet-real.py',
 ]
 

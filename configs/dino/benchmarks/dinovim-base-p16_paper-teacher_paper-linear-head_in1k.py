@@ -6,7 +6,7 @@
 # with HEAD = load_from below, or the file `mim download dinomamba_mm --config <this name>` got;
 # or mmpretrain.get_model(CONFIG, pretrained=True). LinearProbeClassifier puts the head's two
 # tensors into head.fc and takes the backbone from the teacher (models/classifiers/).
-_base_ = './dinovim-b-p16_paper-teacher_8xb128-linear-coslr-100e_in1k.py'
+_base_ = './dinovim-base-p16_paper-teacher_8xb128-linear-coslr-100e_in1k.py'
 
 model = dict(type='dinomamba_mm.LinearProbeClassifier')
 load_from = ('https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Base/'

@@ -1,10 +1,19 @@
 # Linear probe of the Dino-Mamba paper's released DinoVim-S teacher (Hugging Face Vim/Small).
 # The paper's key names are mapped to DinoVim's (models/backbones/checkpoint_mapping.py) and
 # token_layout='paper' reproduces its token order, so the features are the paper's.
-_base_ = './dinovim-s-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py'
+_base_ = [
+    '../../_base_/models/linear-probe_dinovim-base.py',
+    '../../_base_/datasets/imagenet_linear-probe_bs128.py',
+    '../../_base_/schedules/sgd_coslr_100e_linear-probe.py',
+]
+
+num_last_blocks = 4
+embed_dims = 512
 
 model = dict(
     backbone=dict(
         checkpoint='https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Small/'
         'checkpoint.pth',
-        backbone=dict(token_layout='paper')))
+        backbone=dict(arch='small',
+                      out_indices=list(range(-num_last_blocks, 0)))),
+    head=dict(in_channels=num_last_blocks * embed_dims))

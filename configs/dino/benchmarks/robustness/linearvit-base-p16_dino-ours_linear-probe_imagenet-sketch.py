@@ -1,10 +1,10 @@
 # Robustness test (docs/paper.md section 5) on imagenet-sketch of the linearvit-b linear probe on
 # the teacher of our DINO run (dino-ours):
 #   python tools/test.py \
-#       configs/dino/benchmarks/robustness/linearvit-b-p16_dino-ours_linear-probe_imagenet-sketch.py \
+#       configs/dino/benchmarks/robustness/linearvit-base-p16_dino-ours_linear-probe_imagenet-sketch.py \
 #       <probe checkpoint>
 _base_ = [
-    '../linearvit-b-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
+    '../linearvit-base-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
     '../../../_base_/datasets/imagenet-sketch.py',
 ]
 

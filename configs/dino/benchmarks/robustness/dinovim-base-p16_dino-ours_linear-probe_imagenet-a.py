@@ -1,10 +1,10 @@
 # Robustness test (docs/paper.md section 5) on imagenet-a of the dinovim-b linear probe on the
 # teacher of our DINO run (dino-ours):
 #   python tools/test.py \
-#       configs/dino/benchmarks/robustness/dinovim-b-p16_dino-ours_linear-probe_imagenet-a.py \
+#       configs/dino/benchmarks/robustness/dinovim-base-p16_dino-ours_linear-probe_imagenet-a.py \
 #       <probe checkpoint>
 _base_ = [
-    '../dinovim-b-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
+    '../dinovim-base-p16_dino-ours_8xb128-linear-coslr-100e_in1k.py',
     '../../../_base_/datasets/imagenet-a.py',
 ]
 
