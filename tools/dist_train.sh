@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Distributed training with torchrun: bash tools/dist_train.sh CONFIG NUM_PROCESSES [train.py options]
 # NNODES / NODE_RANK / MASTER_ADDR / PORT select a multi-node run. Without CUDA it uses gloo on CPU.
-# A process that stops answering fails the run after env_cfg.dist_cfg.timeout seconds (600 in configs/_base_/default_runtime.py).
+# A process that stops answering fails the run after env_cfg.dist_cfg.timeout seconds (600 in configs/_base_/schedules/*.py).
 set -euo pipefail
 CONFIG=${1:?usage: dist_train.sh CONFIG NUM_PROCESSES [options]}
 GPUS=${2:?usage: dist_train.sh CONFIG NUM_PROCESSES [options]}

@@ -73,3 +73,8 @@ custom_hooks = [
     # non-finite) stop the run with an error naming the iteration
     dict(type='dinomamba_mm.NonFiniteStepHook', max_consecutive_skips=5),
 ]
+
+# A collective operation (DDP's gradient all-reduce, ...) waits at most this many seconds for every
+# process, then fails saying a process stopped answering (gloo's own default: 30 min). Raise it
+# when one rank is legitimately slower for longer, e.g. evaluating or saving alone.
+env_cfg = dict(dist_cfg=dict(timeout=600))

@@ -49,3 +49,8 @@ auto_scale_lr = dict(enable=False, base_batch_size=64)
 # defaults; with model_wrapper_cfg set, mmengine ignores a top-level find_unused_parameters.
 model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None,
                          broadcast_buffers=False, find_unused_parameters=False)
+
+# A collective operation (DDP's gradient all-reduce, ...) waits at most this many seconds for every
+# process, then fails saying a process stopped answering (gloo's own default: 30 min). Raise it
+# when one rank is legitimately slower for longer, e.g. evaluating or saving alone.
+env_cfg = dict(dist_cfg=dict(timeout=600))

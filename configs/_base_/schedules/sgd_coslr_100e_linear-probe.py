@@ -37,3 +37,8 @@ auto_scale_lr = dict(base_batch_size=1024)
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=100, val_interval=10)
 val_cfg = dict()
 test_cfg = dict()
+
+# A collective operation (DDP's gradient all-reduce, ...) waits at most this many seconds for every
+# process, then fails saying a process stopped answering (gloo's own default: 30 min). Raise it
+# when one rank is legitimately slower for longer, e.g. evaluating or saving alone.
+env_cfg = dict(dist_cfg=dict(timeout=600))
