@@ -6,7 +6,7 @@ applies the compatibility fixes mmengine needs first (:mod:`dinomamba_mm.compat`
 imported when a config looks it up (:mod:`dinomamba_mm.registry`), so that a config imports only
 what it uses.
 """
-from . import compat, model_zoo, registry  # noqa: F401  (model_zoo: the Hugging Face loader)
+from . import checkpoints, compat, registry  # noqa: F401  (checkpoints: the file loaders)
 from .lazy_exports import lazy_exports
 from .version import __version__, version_info
 

@@ -161,8 +161,8 @@ MODELS = PluginRegistry('model', MMENGINE_MODELS, {
 })
 MODEL_WRAPPERS = PluginRegistry('model_wrapper', MMENGINE_MODEL_WRAPPERS)
 WEIGHT_INITIALIZERS = PluginRegistry('weight initializer', MMENGINE_WEIGHT_INITIALIZERS, {
-    'PaperCheckpoint': 'dinomamba_mm.models.backbones.paper_checkpoint',
-    'Pretrained': 'dinomamba_mm.models.backbones.checked_pretrained',
+    'PaperCheckpoint': 'dinomamba_mm.checkpoints.initializers',
+    'Pretrained': 'dinomamba_mm.checkpoints.initializers',
 })
 
 OPTIMIZERS = PluginRegistry('optimizer', MMENGINE_OPTIMIZERS)

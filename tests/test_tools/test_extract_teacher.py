@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dinomamba_mm.models.backbones import DinoVim
-from dinomamba_mm.models.backbones.checkpoint_mapping import ours_to_paper
+from dinomamba_mm.checkpoints import ours_to_paper
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
 
 sys.path.insert(0, osp.join(osp.dirname(__file__), '..'))

@@ -9,8 +9,8 @@ import torch.nn as nn
 from mmengine.config import Config
 
 from dinomamba_mm.engine.hooks import BackboneLayoutHook
-from dinomamba_mm.models.backbones import (FrozenBackbone, layout_record, model_layouts,
-                                           ours_to_paper)
+from dinomamba_mm.checkpoints import layout, model_layouts, ours_to_paper
+from dinomamba_mm.models.backbones import FrozenBackbone
 from dinomamba_mm.registry import MODELS
 
 sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))))
@@ -76,7 +76,7 @@ def test_raw_paper_files_are_paper(tmp_path):
 
 def test_an_unrecorded_checkpoint_loads_with_a_warning(tmp_path, monkeypatch):
     logged = []
-    monkeypatch.setattr(layout_record, 'print_log', lambda msg, **kwargs: logged.append(msg))
+    monkeypatch.setattr(layout, 'print_log', lambda msg, **kwargs: logged.append(msg))
     model = TinyDINO(**INTERLEAVED)
     path = str(tmp_path / 'old.pth')
     torch.save(dict(meta=dict(epoch=1), state_dict=model.state_dict()), path)

@@ -24,54 +24,23 @@ under ``head.`` and is dropped. Backbone keys, paper -> ours:
 
 The paper's checkpoints reproduce its features with ``token_layout='paper'`` (Vim: its token
 order; both: DINO's resize convention) and, for MambaR, ``img_size=112`` (its 7x7 table);
-loading them into another token layout is an error (``layout_record.py``). The converter
-(tools/model_converters/dinomamba_to_mmpretrain.py) and the ``dinomamba_mm.PaperCheckpoint``
-initializer both go through this module.
+loading them into another token layout is an error (:mod:`.layout`). Every loader renames
+them through :func:`.backbone_weights.find_backbone_weights`.
 """
 from collections import OrderedDict
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping
 
 import torch
-import torch.nn as nn
 
-PAPER_SOURCES = {'teacher': ('backbone.', ), 'student': ('module.backbone.', 'backbone.')}
 _PATCH_PAPER, _PATCH_OURS = 'patch_embed.proj.', 'patch_embed.projection.'
 _UNUSED_PAPER_PREFIX = 'head.'
 
 StateDict = Dict[str, torch.Tensor]
 
 
-def is_raw_paper_checkpoint(checkpoint: Mapping) -> bool:
-    """True for a DINO checkpoint with 'teacher' / 'student' state dicts."""
-    return isinstance(checkpoint, Mapping) and ('teacher' in checkpoint
-                                                or 'student' in checkpoint)
-
-
 def is_paper_layout(state_dict: Mapping) -> bool:
     """True for a backbone state dict in the paper's key layout."""
     return any(k.startswith(_PATCH_PAPER) for k in state_dict)
-
-
-def paper_backbone_state_dict(checkpoint: Mapping, source: str = 'teacher') -> StateDict:
-    """The backbone part of a raw paper checkpoint, prefix removed, paper key layout.
-
-    Args:
-        checkpoint: the loaded ``checkpoint.pth`` (a dict with 'teacher' / 'student').
-        source: 'teacher' (keys ``backbone.*``) or 'student' (``module.backbone.*``).
-    """
-    if source not in PAPER_SOURCES:
-        raise ValueError(f'source must be one of {sorted(PAPER_SOURCES)}, got {source!r}')
-    if source not in checkpoint:
-        raise KeyError(f'the paper checkpoint has no {source!r} state dict; top-level keys: '
-                       f'{sorted(checkpoint)}')
-    wrapper = checkpoint[source]
-    for prefix in PAPER_SOURCES[source]:
-        backbone = OrderedDict((k[len(prefix):], v) for k, v in wrapper.items()
-                               if k.startswith(prefix))
-        if backbone:
-            return backbone
-    raise KeyError(f'no key of the {source!r} state dict starts with '
-                   f'{" or ".join(PAPER_SOURCES[source])}; first keys: {list(wrapper)[:5]}')
 
 
 def paper_to_ours(state_dict: Mapping) -> StateDict:
@@ -108,25 +77,6 @@ def ours_to_paper(state_dict: Mapping) -> StateDict:
     return out
 
 
-def backbone_state_dict(checkpoint: Mapping, source: str = 'teacher',
-                        prefix: Optional[str] = 'backbone.') -> StateDict:
-    """Our backbone state dict from any supported checkpoint.
-
-    Accepts a raw paper checkpoint (``source`` picks teacher / student), an mmengine checkpoint
-    ``{'state_dict': ...}`` or a bare state dict, in our or the paper's key layout. When ``prefix``
-    is given and some keys start with it, only those are kept, prefix removed.
-    """
-    if is_raw_paper_checkpoint(checkpoint):
-        return paper_to_ours(paper_backbone_state_dict(checkpoint, source))
-    state_dict = checkpoint.get('state_dict', checkpoint)
-    if prefix and any(k.startswith(prefix) for k in state_dict):
-        state_dict = OrderedDict((k[len(prefix):], v) for k, v in state_dict.items()
-                                 if k.startswith(prefix))
-    if is_paper_layout(state_dict):
-        return paper_to_ours(state_dict)
-    return OrderedDict(state_dict)
-
-
 def infer_arch(state_dict: Mapping) -> dict:
     """DinoVim arch dict and num_registers of a backbone state dict in our layout.
 
@@ -146,15 +96,3 @@ def infer_arch(state_dict: Mapping) -> dict:
     registers = state_dict.get('register_tokens')
     return dict(arch=arch, num_registers=0 if registers is None else registers.shape[1],
                 patch_size=state_dict[_PATCH_OURS + 'weight'].shape[-1])
-
-
-def load_state_dict_strict(module: nn.Module, state_dict: Mapping) -> None:
-    """Load with every key accounted for: a missing or unexpected key raises a KeyError
-    listing them, before anything is loaded. Shape mismatches raise torch's error."""
-    expected = set(module.state_dict())
-    given = set(state_dict)
-    missing, unexpected = sorted(expected - given), sorted(given - expected)
-    if missing or unexpected:
-        raise KeyError(f'checkpoint does not match {type(module).__name__}: missing keys '
-                       f'{missing}, unexpected keys {unexpected}')
-    module.load_state_dict(state_dict, strict=True)
