@@ -9,7 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
-from dinomamba_mm.models.backbones import ours_to_paper
+from dinomamba_mm.checkpoints import ours_to_paper
 
 
 class _BackboneAtTrainStart(Hook):
