@@ -14,7 +14,7 @@ from .layout import LAYOUT_META_KEY, check_layouts, model_layouts, paper_layout
 from .loading import (LoadReport, check_finite, find_checked, load_checkpoint_into,
                       load_state_dict_checked, prefix_hint, strip_module_prefix)
 from .model_zoo import PAPER_CHECKPOINTS, PAPER_LINEAR_HEADS, cache_path
-from .paper_format import infer_arch, is_paper_layout, ours_to_paper, paper_to_ours
+from .paper_format import infer_arch, is_paper_layout, paper_to_ours
 
 __all__ = [
     'AtomicLocalBackend', 'CheckedPretrainedInit', 'CheckpointError', 'LAYOUT_META_KEY',
@@ -23,6 +23,6 @@ __all__ = [
     'check_layouts', 'check_output_path', 'checked_pretrained_cfg', 'checkpoint_file_problem',
     'find_backbone_weights', 'find_checked', 'find_resumable_checkpoint', 'infer_arch',
     'is_local_path', 'is_paper_layout', 'load_checkpoint_into', 'load_local',
-    'load_state_dict_checked', 'model_layouts', 'ours_to_paper', 'paper_layout',
+    'load_state_dict_checked', 'model_layouts', 'paper_layout',
     'paper_to_ours', 'prefix_hint', 'strip_module_prefix'
 ]

@@ -15,6 +15,7 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
+from dinomamba_mm.finite_checks import non_finite_tensors
 from .backbone_weights import ModuleWeights, find_backbone_weights
 from .files import CheckpointError
 from .layout import check_layouts
@@ -72,8 +73,9 @@ def _listed(keys: List[str]) -> str:
 def check_finite(state_dict: Mapping, source: str) -> None:
     """Raise a :class:`CheckpointError` naming the floating-point tensors of ``state_dict``
     that hold NaN or Inf (a diverged run, a corrupt save)."""
-    bad = [key for key, value in state_dict.items() if torch.is_tensor(value)
-           and value.is_floating_point() and not bool(torch.isfinite(value).all())]
+    floats = [(key, value) for key, value in state_dict.items()
+              if torch.is_tensor(value) and value.is_floating_point()]
+    bad = [floats[i][0] for i in non_finite_tensors([value for _, value in floats])]
     if bad:
         raise CheckpointError(
             f'{source}: {len(bad)} tensors hold NaN or Inf values: {_listed(bad)}; expected '

@@ -60,23 +60,6 @@ def paper_to_ours(state_dict: Mapping) -> StateDict:
     return out
 
 
-def ours_to_paper(state_dict: Mapping) -> StateDict:
-    """Inverse of :func:`paper_to_ours` (the dropped ``head.*`` is not recreated)."""
-    out = OrderedDict()
-    registers = state_dict.get('register_tokens')
-    for key, value in state_dict.items():
-        if key == 'pos_embed' and registers is not None:
-            num_registers = registers.shape[1]
-            out['pos_embed_cls'] = value[:, :num_registers]
-            value = value[:, num_registers:]
-        elif key == 'register_tokens':
-            key = 'cls_token'
-        elif key.startswith(_PATCH_OURS):
-            key = _PATCH_PAPER + key[len(_PATCH_OURS):]
-        out[key] = value
-    return out
-
-
 def infer_arch(state_dict: Mapping) -> dict:
     """DinoVim arch dict and num_registers of a backbone state dict in our layout.
 

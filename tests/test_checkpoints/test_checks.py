@@ -158,3 +158,20 @@ def test_a_bad_model_zoo_cache_file_names_the_url_and_the_path(tmp_path, monkeyp
         CheckpointLoader.load_checkpoint(url, map_location='cpu')
     message = str(error.value)
     assert url in message and cached in message and 'Delete that file' in message
+
+
+@pytest.mark.parametrize('name', ['dinovim', 'linearvit', 'vit'])
+def test_checkpoints_written_by_earlier_code_still_load(name):
+    """checkpoints/demo/*.pth were written before these checks existed (the LinearViT and ViT
+    ones without a layout record): each passes every check and fills its backbone strictly."""
+    from mmengine.config import Config
+
+    from dinomamba_mm.analysis.backbone_loading import build_backbone
+    from dinomamba_mm.checkpoints import load_checkpoint_into
+    path = osp.join(ROOT, 'checkpoints', 'demo', f'{name}.pth')
+    saved = torch.load(path, weights_only=True)['state_dict']
+    backbone = build_backbone(Config.fromfile(
+        osp.join(ROOT, 'configs', 'demo', f'dino_{name}-demo_synthetic.py')))
+    assert load_checkpoint_into(backbone, path).module_path == 'backbone'
+    for key, value in backbone.state_dict().items():
+        assert torch.equal(value, saved[f'backbone.{key}']), key

@@ -9,13 +9,13 @@ import sys
 import pytest
 import torch
 
-from dinomamba_mm.checkpoints import ours_to_paper, paper_to_ours
+from dinomamba_mm.checkpoints import paper_to_ours
 from dinomamba_mm.models.backbones import DinoMambaReg, DinoVim
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(ROOT, 'tests'))
 from helpers.paper_files import (DEPTH, DIM, HEADDIM, STATE,  # noqa: E402
-                                 paper_backbone, paper_dino_checkpoint)
+                                 ours_to_paper, paper_backbone, paper_dino_checkpoint)
 from helpers.tools import load_tool  # noqa: E402
 
 ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)

@@ -123,7 +123,7 @@ def build_model(cfg: Config, args: argparse.Namespace) -> ClassTokenMapModel:
     if args.checkpoint:
         prefix = load_checkpoint_into(model.backbone, args.checkpoint,
                                       args.checkpoint_prefix).module_path
-        print(f'loaded {args.checkpoint} (prefix {prefix!r})')
+        print(f'loaded {args.checkpoint} (from {prefix or "its top level"})')
     else:
         print('no checkpoint: randomly initialised backbone')
     model.eval()

@@ -119,7 +119,7 @@ def config_backbones(specs: List[str], prefix: str) -> Dict[str, torch.nn.Module
         backbone = build_backbone(Config.fromfile(config))
         if checkpoint:
             used = load_checkpoint_into(backbone, checkpoint, prefix).module_path
-            print(f'{name}: loaded {checkpoint} (prefix {used!r})')
+            print(f'{name}: loaded {checkpoint} (from {used or "its top level"})')
         else:
             print(f'{name}: no checkpoint, random initialisation')
         backbones[name] = backbone
