@@ -2,7 +2,8 @@
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE [--out-item pred|metrics]]
         [--amp] [--show] [--show-dir DIR] [--interval N] [--wait-time S] [--no-pin-memory]
-        [--tta] [--no-strict-load] [--allow-non-finite] [--cfg-options ...] [--launcher none|pytorch|slurm|mpi]
+        [--tta] [--no-strict-load] [--allow-non-finite] [--cfg-options ...]
+        [--launcher none|pytorch|slurm|mpi]
     bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [same options]
 
 The checkpoint is checked (exists, is a complete checkpoint whose zip records pass their CRC)

@@ -5,24 +5,22 @@ and one loader with one error type (:class:`CheckpointError`); the initializers 
 
 Importing it registers the local-file and Hugging Face loaders with mmengine.
 """
+from . import model_zoo  # noqa: F401  (registers the Hugging Face loader)
 from .atomic_local_backend import AtomicLocalBackend
 from .backbone_weights import ModuleWeights, find_backbone_weights
 from .files import (CheckpointError, check_checkpoint_file, check_output_path,
-                    checkpoint_file_problem, find_resumable_checkpoint, is_local_path, load_local)
+                    checkpoint_file_problem, find_resumable_checkpoint, load_local)
 from .initializers import CheckedPretrainedInit, PaperCheckpointInit, checked_pretrained_cfg
-from .layout import LAYOUT_META_KEY, check_layouts, model_layouts, paper_layout
-from .loading import (LoadReport, check_finite, find_checked, load_checkpoint_into,
-                      load_state_dict_checked, prefix_hint, strip_module_prefix)
-from .model_zoo import PAPER_CHECKPOINTS, PAPER_LINEAR_HEADS, cache_path
-from .paper_format import infer_arch, is_paper_layout, paper_to_ours
+from .layout import LAYOUT_META_KEY, check_layouts, model_layouts
+from .loading import (check_finite, find_checked, load_checkpoint_into, load_state_dict_checked,
+                      prefix_hint, strip_module_prefix)
+from .paper_format import infer_arch, paper_to_ours
 
 __all__ = [
     'AtomicLocalBackend', 'CheckedPretrainedInit', 'CheckpointError', 'LAYOUT_META_KEY',
-    'LoadReport', 'ModuleWeights', 'PAPER_CHECKPOINTS', 'PAPER_LINEAR_HEADS',
-    'PaperCheckpointInit', 'cache_path', 'check_checkpoint_file', 'check_finite',
+    'ModuleWeights', 'PaperCheckpointInit', 'check_checkpoint_file', 'check_finite',
     'check_layouts', 'check_output_path', 'checked_pretrained_cfg', 'checkpoint_file_problem',
     'find_backbone_weights', 'find_checked', 'find_resumable_checkpoint', 'infer_arch',
-    'is_local_path', 'is_paper_layout', 'load_checkpoint_into', 'load_local',
-    'load_state_dict_checked', 'model_layouts', 'paper_layout',
+    'load_checkpoint_into', 'load_local', 'load_state_dict_checked', 'model_layouts',
     'paper_to_ours', 'prefix_hint', 'strip_module_prefix'
 ]

@@ -152,9 +152,9 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
                           + (f'. {advice}' if advice else ''))
 
 
-def find_checked(module: nn.Module, checkpoint: Union[str, Mapping], prefix: Optional[str] = 'auto',
-                 network: str = 'teacher', allow_non_finite: bool = False,
-                 map_location: str = 'cpu', teacher_only: bool = False) -> ModuleWeights:
+def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
+                 prefix: Optional[str] = 'auto', network: str = 'teacher',
+                 allow_non_finite: bool = False, map_location: str = 'cpu') -> ModuleWeights:
     """The weights of ``module`` in ``checkpoint``, checked: the file (:mod:`.files`), the token
     layout of each module with one (:mod:`.layout`), finiteness (:func:`check_finite`).
 
@@ -162,14 +162,14 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping], prefix: Opt
         module: the module the weights are for.
         checkpoint: path or URL (mmengine's loaders; local files and the model zoo's checked),
             or a loaded checkpoint.
-        prefix, network, teacher_only: see :func:`.backbone_weights.find_backbone_weights`.
+        prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
     name = 'checkpoint' + (f' {checkpoint!r}' if isinstance(checkpoint, str) else '')
     if isinstance(checkpoint, str):
         checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
-    weights = find_backbone_weights(checkpoint, name, prefix, network, teacher_only)
+    weights = find_backbone_weights(checkpoint, name, prefix, network)
     check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
     if not allow_non_finite:
         check_finite(weights.state_dict, name)
@@ -191,7 +191,7 @@ def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
     if weights.module_path:
         name += f' ({weights.module_path})'
     report = load_state_dict_checked(module, weights.state_dict, name, strict, advice,
-                                     allow_non_finite=True)
+                                     allow_non_finite=True)  # checked by find_checked
     if report.missing or report.unexpected:
         print_log(f'{name} in {type(module).__name__}: missing keys {report.missing}, '
                   f'unexpected keys {report.unexpected}', logger='current', level=30)
