@@ -139,8 +139,10 @@ CheckpointLoader.register_scheme(prefixes='', loader=load_local, force=True)
 
 
 def check_output_path(output: str, inputs: str) -> None:
-    """Refuse to write a tool's ``output`` over its input checkpoint ``inputs``."""
-    if osp.realpath(osp.expanduser(output)) == osp.realpath(osp.expanduser(inputs)):
+    """Refuse to write a tool's ``output`` over its input checkpoint ``inputs`` (the same file
+    under another name, a link, included)."""
+    paths = osp.expanduser(output), osp.expanduser(inputs)
+    if all(osp.exists(path) for path in paths) and osp.samefile(*paths):
         raise CheckpointError(f'output {output!r} is the input checkpoint {inputs!r}: writing '
                               'it would overwrite the input; give another output path')
 

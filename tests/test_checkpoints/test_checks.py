@@ -122,7 +122,8 @@ def test_tools_refuse_to_overwrite_their_input(tmp_path, tool, extra):
     else:
         torch.save(paper_dino_checkpoint(paper_backbone(0), paper_backbone(1)), src)
     before = open(src, 'rb').read()
-    for out in (src, osp.join(str(tmp_path), '.', 'checkpoint.pth')):
+    os.symlink(src, str(tmp_path / 'link.pth'))
+    for out in (src, osp.join(str(tmp_path), '.', 'checkpoint.pth'), str(tmp_path / 'link.pth')):
         with pytest.raises(ValueError, match='overwrite'):
             load_tool(tool).main([src, out, *extra])
     assert open(src, 'rb').read() == before
