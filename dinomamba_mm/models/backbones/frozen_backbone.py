@@ -41,25 +41,21 @@ class FrozenBackbone(BaseModule):
                             f'{type(backbone).__name__}')
         self.backbone = MODELS.build(backbone)
         self.checkpoint = checkpoint
-        self.prefix = prefix
+        self.prefix = 'auto' if prefix is None else prefix
         self.backbone.requires_grad_(False)
         self.backbone.eval()
-
-    @property
-    def _prefix(self) -> str:
-        return 'auto' if self.prefix is None else self.prefix
 
     def checkpoint_state_dict(self) -> Dict[str, torch.Tensor]:
         """The checked backbone weights of ``checkpoint`` (keys as in ``self.backbone``)."""
         if self.checkpoint is None:
             raise ValueError(f'this FrozenBackbone ({type(self.backbone).__name__}) has no '
                              'checkpoint to take the backbone weights from')
-        return find_checked(self.backbone, self.checkpoint, self._prefix).state_dict
+        return find_checked(self.backbone, self.checkpoint, self.prefix).state_dict
 
     def init_weights(self) -> None:
         super().init_weights()
         if self.checkpoint is not None:
-            load_checkpoint_into(self.backbone, self.checkpoint, self._prefix)
+            load_checkpoint_into(self.backbone, self.checkpoint, self.prefix)
 
     def train(self, mode: bool = True) -> 'FrozenBackbone':
         super().train(mode)
