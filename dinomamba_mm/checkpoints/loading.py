@@ -152,21 +152,27 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
                           + (f'. {advice}' if advice else ''))
 
 
+def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
+    filename = checkpoint if isinstance(checkpoint, str) else filename
+    return 'checkpoint' + (f' {filename!r}' if filename else '')
+
+
 def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
                  prefix: Optional[str] = 'auto', network: str = 'teacher',
-                 allow_non_finite: bool = False, map_location: str = 'cpu') -> ModuleWeights:
+                 allow_non_finite: bool = False, map_location: str = 'cpu',
+                 filename: Optional[str] = None) -> ModuleWeights:
     """The weights of ``module`` in ``checkpoint``, checked: the file (:mod:`.files`), the token
     layout of each module with one (:mod:`.layout`), finiteness (:func:`check_finite`).
 
     Args:
         module: the module the weights are for.
         checkpoint: path or URL (mmengine's loaders; local files and the model zoo's checked),
-            or a loaded checkpoint.
+            or a loaded checkpoint (then ``filename`` names it in errors).
         prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
-    name = 'checkpoint' + (f' {checkpoint!r}' if isinstance(checkpoint, str) else '')
+    name = _name(checkpoint, filename)
     if isinstance(checkpoint, str):
         checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
     weights = find_backbone_weights(checkpoint, name, prefix, network)
@@ -179,15 +185,17 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
 def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
                          prefix: Optional[str] = 'auto', network: str = 'teacher',
                          strict: bool = True, allow_non_finite: bool = False,
-                         map_location: str = 'cpu', advice: str = '') -> ModuleWeights:
+                         map_location: str = 'cpu', advice: str = '',
+                         filename: Optional[str] = None) -> ModuleWeights:
     """Load the weights of ``module`` from ``checkpoint`` (:func:`find_checked`) with
     :func:`load_state_dict_checked`; ``strict=False`` logs missing and unexpected keys.
 
     Returns:
         the weights loaded, and where they were found.
     """
-    weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location)
-    name = 'checkpoint' + (f' {checkpoint!r}' if isinstance(checkpoint, str) else '')
+    weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,
+                           filename)
+    name = _name(checkpoint, filename)
     if weights.module_path:
         name += f' ({weights.module_path})'
     report = load_state_dict_checked(module, weights.state_dict, name, strict, advice,

@@ -60,7 +60,7 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
         model = DinoVim(arch=info['arch'], img_size=img_size, patch_size=info['patch_size'],
                         num_registers=info['num_registers'],
                         token_layout=layout['token_layout'])
-        load_checkpoint_into(model, loaded, network=source)
+        load_checkpoint_into(model, loaded, network=source, filename=src)
     meta = dict(source_checkpoint=src, network=source,
                 converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
     meta[LAYOUT_META_KEY] = {prefix.rstrip('.'): layout}
