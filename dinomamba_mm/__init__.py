@@ -6,7 +6,7 @@ applies the compatibility fixes mmengine needs first (:mod:`dinomamba_mm.compat`
 that register classes are imported at the first lookup in each registry
 (:mod:`dinomamba_mm.registry`).
 """
-from . import compat, model_zoo, registry  # noqa: F401  (model_zoo: the Hugging Face loader)
+from . import checkpoints, compat, registry  # noqa: F401  (checkpoints: the file loaders)
 from .version import __version__, version_info
 
 compat.apply_on_import()

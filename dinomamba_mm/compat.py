@@ -7,7 +7,6 @@ process-group set-up, ``_base_`` parsing):
 
 - :func:`allow_mmengine_checkpoint_globals` (torch >= 2.6),
 - :func:`leave_default_statistics_out_of_checkpoints` (torch >= 2.6, mmengine <= 0.10.7),
-- :func:`explain_refused_checkpoints` (torch >= 2.6),
 - :func:`init_dist_without_cuda` (mmengine <= 0.10.7),
 - :func:`resolve_dinomamba_configs` (mmengine <= 0.10.7),
 - :func:`unscope_dataloader_functions` (mmengine <= 0.10.7).
@@ -16,13 +15,12 @@ Applied where needed: :func:`fix_adjust_hue` (mmcv <= 2.2.0 with numpy >= 2) by 
 ``DINOMultiCrop``, the transform whose colour jitter needs it.
 
 Unsafe checkpoint loading is never a fallback: a checkpoint holding objects the safe unpickler
-refuses is an error that names the opt-in, torch's own ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
+refuses is an error that names the opt-in, torch's own ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``
+(:func:`dinomamba_mm.checkpoints.files.load_local`).
 """
 import argparse
 import copy
 import os.path as osp
-import pickle
-import re
 
 import numpy as np
 import torch
@@ -33,10 +31,8 @@ from mmengine.config import utils as config_utils
 from mmengine.dist import utils as dist_utils
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.runner import Runner
-from mmengine.runner.checkpoint import CheckpointLoader
 from mmengine.utils import digit_version
 
-UNSAFE_LOAD_ENV = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
 _DEFAULT_STATISTICS = ('min', 'max', 'current', 'mean')
 
 #: torch.load defaults to the safe unpickler (weights_only=True) from torch 2.6.
@@ -84,45 +80,6 @@ def leave_default_statistics_out_of_checkpoints() -> None:
     the defaults again, so nothing is lost.
     """
     HistoryBuffer.__getstate__ = _history_buffer_getstate
-
-
-def _refused_global(error: Exception) -> str:
-    match = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
-    return match.group(1) if match else 'a Python object outside its allow-list'
-
-
-def load_from_local(filename: str, map_location=None) -> dict:
-    """mmengine's local-file loader, with an error naming the opt-in when the safe unpickler
-    refuses the file.
-
-    Args:
-        filename (str): Local checkpoint path.
-        map_location: Same as :func:`torch.load`.
-
-    Raises:
-        FileNotFoundError: ``filename`` is not a file.
-        pickle.UnpicklingError: The file holds objects the safe unpickler refuses.
-    """
-    filename = osp.expanduser(filename)
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'checkpoint file {filename!r} does not exist')
-    try:
-        # no weights_only argument: torch's default (True), unless the user set UNSAFE_LOAD_ENV
-        return torch.load(filename, map_location=map_location)
-    except pickle.UnpicklingError as error:
-        if 'Weights only load failed' not in str(error):
-            raise
-        raise pickle.UnpicklingError(
-            f'{filename} holds a reference to {_refused_global(error)}, which the safe unpickler '
-            '(torch.load with weights_only=True) refuses: unpickling it would run code from the '
-            'file. Checkpoints written with dinomamba_mm imported hold no such object. If you '
-            f'trust this file, load it with the environment variable {UNSAFE_LOAD_ENV}=1 set '
-            '(torch then unpickles anything), or convert it once in such a process.') from None
-
-
-def explain_refused_checkpoints() -> None:
-    """Register :func:`load_from_local` as mmengine's loader of local files."""
-    CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
 
 
 _mmengine_init_dist_pytorch = dist_utils._init_dist_pytorch
@@ -256,7 +213,6 @@ def apply_on_import() -> None:
     """The fixes mmengine needs before our code runs (idempotent; see the module docstring)."""
     if TORCH_LOADS_WEIGHTS_ONLY:
         allow_mmengine_checkpoint_globals()
-        explain_refused_checkpoints()
         if MMENGINE_CHECKED:
             leave_default_statistics_out_of_checkpoints()
     if MMENGINE_CHECKED:

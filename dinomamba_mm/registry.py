@@ -98,7 +98,7 @@ MODELS = PluginRegistry('model', root.MODELS, [
     'dinomamba_mm.models', 'dinomamba_mm.analysis', 'dinomamba_mm.checkpoints'])
 MODEL_WRAPPERS = PluginRegistry('model_wrapper', root.MODEL_WRAPPERS)
 WEIGHT_INITIALIZERS = PluginRegistry('weight initializer', root.WEIGHT_INITIALIZERS,
-                                     ['dinomamba_mm.models', 'dinomamba_mm.checkpoints'])
+                                     ['dinomamba_mm.checkpoints'])
 
 OPTIMIZERS = PluginRegistry('optimizer', root.OPTIMIZERS)
 OPTIM_WRAPPERS = PluginRegistry('optim_wrapper', root.OPTIM_WRAPPERS)

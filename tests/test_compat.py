@@ -20,7 +20,7 @@ from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint, load_checkpoint
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.compat import UNSAFE_LOAD_ENV
+from dinomamba_mm.checkpoints.files import UNSAFE_LOAD_ENV
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 

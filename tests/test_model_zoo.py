@@ -11,7 +11,7 @@ import torch
 import yaml
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from dinomamba_mm import model_zoo
+from dinomamba_mm.checkpoints import model_zoo
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 URL = re.compile(r'https?://huggingface\.co/[^\s\'"]+')

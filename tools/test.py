@@ -2,12 +2,14 @@
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE [--out-item pred|metrics]]
         [--amp] [--show] [--show-dir DIR] [--interval N] [--wait-time S] [--no-pin-memory]
-        [--tta] [--no-strict-load] [--cfg-options ...] [--launcher none|pytorch|slurm|mpi]
+        [--tta] [--no-strict-load] [--allow-non-finite] [--cfg-options ...]
+        [--launcher none|pytorch|slurm|mpi]
     bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [same options]
 
-The checkpoint is checked (exists, is a complete checkpoint) before anything is built, and
-loaded strictly (``dinomamba_mm.StrictLoadHook``): a checkpoint of another model is an error
-listing the keys and shapes that differ, not a score of random weights;
+The checkpoint is checked (exists, is a complete checkpoint whose zip records pass their CRC)
+before anything is built, and loaded strictly (``dinomamba_mm.StrictLoadHook``): a checkpoint of
+another model is an error listing the keys and shapes that differ, not a score of random weights,
+and tensors holding NaN or Inf are an error naming them (``--allow-non-finite`` loads them);
 ``--no-strict-load`` restores mmengine's non-strict load. The other options are mmpretrain's.
 The visualisation options drive the config's ``default_hooks.visualization``, whichever scope's
 hook it is (mmpretrain's ``VisualizationHook``, mmseg's ``SegVisualizationHook``, mmdet's
@@ -64,6 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--no-strict-load', action='store_true',
                         help='load the checkpoint non-strictly (mmengine\'s default): keys '
                         'and shapes that differ from the model are only logged')
+    parser.add_argument('--allow-non-finite', action='store_true',
+                        help='load checkpoint tensors holding NaN or Inf (an error otherwise)')
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -146,7 +150,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.no_pin_memory:
         cfg.test_dataloader.pin_memory = False
     if not args.no_strict_load:
-        add_strict_load_hook(cfg)
+        add_strict_load_hook(cfg, args.allow_non_finite)
     if args.cfg_options is not None:
         warn_unread_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)

@@ -1,22 +1,34 @@
-"""What a checkpoint file on disk is: readable, truncated, or not a checkpoint at all.
+"""Reading a checkpoint file: the one local loader, and what a file on disk is (readable,
+truncated, corrupt, or not a checkpoint at all).
 
-``torch.load`` reports an empty file as ``EOFError('')``, a text file as ``KeyError: 101`` and a
-truncated one as a zip-reader error; these functions name the file and the problem before it
-is loaded, reading only its first bytes and (for zip archives) its central directory.
+``torch.load`` reports an empty file as ``EOFError('')``, a text file as a refused pickle, a
+truncated one as a zip-reader error, and loads a file whose tensor bytes changed on disk without
+a word (it checks no CRC). :func:`load_local`, registered as mmengine's loader of local paths on
+import, names the file and the problem first: every local load (the Runner's ``load_from`` and
+resume, the initializers, the tools) goes through it.
 """
 import glob
 import os
 import os.path as osp
+import pickle
 import re
 import zipfile
 from typing import Optional
 
+import torch
 from mmengine.logging import print_log
+from mmengine.runner.checkpoint import CheckpointLoader
 
 _ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
 _PICKLE_MAGIC = b'\x80'  # torch's legacy format (a pickle, protocol >= 2)
 _LFS_POINTER = b'version https://git-lfs'
 _DEFAULT_NAMES = re.compile(r'(epoch|iter)_\d+\.pth$')  # mmengine CheckpointHook's file names
+UNSAFE_LOAD_ENV = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used as asked; the message names the file, what was
+    expected and what was found."""
 
 
 def is_local_path(filename: str) -> bool:
@@ -30,7 +42,8 @@ def checkpoint_file_problem(filename: str) -> Optional[str]:
 
     Checks that it exists, is not empty, starts like a PyTorch checkpoint (a zip archive, or a
     pickle for torch's legacy format) and, for a zip archive, that its central directory is
-    there (a save killed halfway leaves a file without one).
+    there (a save killed halfway leaves a file without one) and that every record matches the
+    CRC the archive stores for it (bytes changed by a disk or a copy).
     """
     path = osp.expanduser(filename)
     if not osp.exists(path):
@@ -45,11 +58,15 @@ def checkpoint_file_problem(filename: str) -> Optional[str]:
         head = f.read(64)
     if head.startswith(_ZIP_MAGIC):
         try:
-            with zipfile.ZipFile(path):
-                return None
+            with zipfile.ZipFile(path) as archive:
+                corrupt = archive.testzip()
         except zipfile.BadZipFile:
             return (f'is truncated ({size} bytes, a zip archive without its central directory): '
                     'the save that wrote it was interrupted')
+        if corrupt is None:
+            return None
+        return (f'is corrupt: its record {corrupt!r} fails its CRC check (its bytes changed '
+                'after it was written, on a disk or in a copy); fetch or copy the file again')
     if head.startswith(_PICKLE_MAGIC):
         return None
     if head.startswith(_LFS_POINTER):
@@ -73,7 +90,7 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: empty, truncated or not a checkpoint, saying which.
+        CheckpointError: empty, truncated, corrupt or not a checkpoint, saying which.
     """
     if not isinstance(filename, str) or not is_local_path(filename):
         return
@@ -81,7 +98,53 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
     if problem == 'does not exist':
         raise FileNotFoundError(f'{what} {filename!r} does not exist')
     if problem is not None:
-        raise ValueError(f'{what} {filename!r} {problem}')
+        raise CheckpointError(f'{what} {filename!r} {problem}')
+
+
+def _refused_global(error: Exception) -> str:
+    match = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
+    return match.group(1) if match else 'a Python object outside its allow-list'
+
+
+def load_local(filename: str, map_location=None, weights_only: Optional[bool] = None):
+    """mmengine's loader of local checkpoint files, after :func:`check_checkpoint_file`.
+
+    Args:
+        filename: local path.
+        map_location: as :func:`torch.load`'s.
+        weights_only: as :func:`torch.load`'s; None is torch's default (the safe unpickler
+            from torch 2.6 on, unless ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` is set).
+
+    Raises:
+        CheckpointError: the file is no intact checkpoint.
+        pickle.UnpicklingError: it holds objects the safe unpickler refuses (unpickling them
+            would run code from the file); the error names the opt-in.
+    """
+    filename = osp.expanduser(filename)
+    check_checkpoint_file(filename)
+    try:
+        return torch.load(filename, map_location=map_location, weights_only=weights_only)
+    except pickle.UnpicklingError as error:
+        if 'Weights only load failed' not in str(error):
+            raise
+        raise pickle.UnpicklingError(
+            f'{filename} holds a reference to {_refused_global(error)}, which the '
+            'safe unpickler (torch.load with weights_only=True) refuses: unpickling it would '
+            'run code from the file. Checkpoints written with dinomamba_mm imported hold no '
+            f'such object. If you trust this file, load it with {UNSAFE_LOAD_ENV}=1 set (torch '
+            'then unpickles anything), or convert it once in such a process.') from None
+
+
+CheckpointLoader.register_scheme(prefixes='', loader=load_local, force=True)
+
+
+def check_output_path(output: str, inputs: str) -> None:
+    """Refuse to write a tool's ``output`` over its input checkpoint ``inputs`` (the same file
+    under another name, a link, included)."""
+    paths = osp.expanduser(output), osp.expanduser(inputs)
+    if all(osp.exists(path) for path in paths) and osp.samefile(*paths):
+        raise CheckpointError(f'output {output!r} is the input checkpoint {inputs!r}: writing '
+                              'it would overwrite the input; give another output path')
 
 
 def find_resumable_checkpoint(work_dir: str) -> Optional[str]:

@@ -3,6 +3,7 @@
 - ``paper_backbone``: backbone keys of its VisionMamba (Vim) / MambaR (models_vim.py /
   models_mambar.py names: ``patch_embed.proj``, ``cls_token``, MambaR's ``pos_embed_cls`` and
   register-less ``pos_embed``);
+- ``ours_to_paper``: a DinoVim / DinoMambaReg state dict in those key names;
 - ``paper_dino_checkpoint``: main_dino's ``checkpoint.pth`` ('teacher' with ``backbone.*`` and the
   DINO head, 'student' saved from DistributedDataParallel with ``module.backbone.*``, epoch, args);
 - ``paper_linear_head``: eval_linear's ``checkpoint.pth.tar`` (its LinearClassifier saved from
@@ -46,6 +47,22 @@ def paper_backbone(seed: int, registers: int = 0, patches: int = 196, dim: int =
     backbone = {k: torch.randn(shape, generator=gen) for k, shape in shapes.items()}
     backbone['pos_embed'] *= pos_scale
     return backbone
+
+
+def ours_to_paper(state_dict: dict) -> dict:
+    """Our backbone keys -> the paper's: ``patch_embed.projection`` -> ``patch_embed.proj``;
+    DinoMambaReg's ``register_tokens`` -> ``cls_token`` and its ``pos_embed`` (1, R + N, C) split
+    into ``pos_embed_cls`` (1, R, C) and ``pos_embed`` (1, N, C)."""
+    out = {}
+    registers = state_dict.get('register_tokens')
+    for key, value in state_dict.items():
+        if key == 'pos_embed' and registers is not None:
+            out['pos_embed_cls'] = value[:, :registers.shape[1]]
+            value = value[:, registers.shape[1]:]
+        elif key == 'register_tokens':
+            key = 'cls_token'
+        out[key.replace('patch_embed.projection.', 'patch_embed.proj.')] = value
+    return out
 
 
 def paper_dino_checkpoint(teacher: dict, student: Optional[dict] = None) -> dict:

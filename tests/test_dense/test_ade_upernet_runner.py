@@ -1,6 +1,9 @@
 """UperNet on DinoVim through mmengine's Runner on the synthetic ADE layout: the backbone starts
 exactly at a (paper-format) teacher checkpoint, 2 training iterations move it, mIoU comes out,
 and images whose sides are not multiples of 16 are padded by the data preprocessor."""
+import os.path as osp
+import sys
+
 import numpy as np
 import torch
 from dense_helpers import SEG_SIZE, tiny_ade_cfg
@@ -9,7 +12,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
-from dinomamba_mm.models.backbones import ours_to_paper
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+from helpers.paper_files import ours_to_paper  # noqa: E402
 
 
 class _BackboneAtTrainStart(Hook):

@@ -9,7 +9,7 @@ from dense_helpers import REPO
 from mmengine import Config
 from mmengine.registry import init_default_scope
 
-from dinomamba_mm.model_zoo import PAPER_CHECKPOINTS
+from dinomamba_mm.checkpoints.model_zoo import PAPER_CHECKPOINTS
 
 ADE_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'ade20k', 'upernet_*.py')))
 COCO_CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', 'coco', 'cascade-*.py')))

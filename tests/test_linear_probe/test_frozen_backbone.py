@@ -1,10 +1,8 @@
 import pytest
 import torch
 
+from dinomamba_mm.checkpoints import backbone_weights, find_backbone_weights
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
-from dinomamba_mm.models.selfsup import dino_teacher_checkpoint
-from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import \
-    teacher_backbone_state_dict
 
 VIT = dict(type='mmpretrain.VisionTransformer',
            arch=dict(embed_dims=16, num_layers=1, num_heads=2,
@@ -35,21 +33,20 @@ def test_loads_teacher_not_student_from_our_dino_checkpoint(tmp_path):
 
 def test_loads_dino_reference_layout_with_ddp_prefix():
     teacher = {'module.backbone.a': torch.ones(1), 'module.head.b': torch.zeros(1)}
-    state = teacher_backbone_state_dict(
-        {'teacher': teacher, 'student': {}, 'epoch': 3})
-    assert list(state) == ['a']
+    weights = find_backbone_weights({'teacher': teacher, 'student': {}, 'epoch': 3}, 'c')
+    assert list(weights.state_dict) == ['a'] and weights.module_path == 'teacher'
 
 
 def test_plain_backbone_checkpoint_and_explicit_prefix(monkeypatch):
     logged = []
-    monkeypatch.setattr(dino_teacher_checkpoint, 'print_log',
+    monkeypatch.setattr(backbone_weights, 'print_log',
                         lambda msg, **kwargs: logged.append(msg))
     ckpt = dict(state_dict={'backbone.a': torch.ones(1)})
-    assert list(teacher_backbone_state_dict(ckpt, source='student.pth')) == ['a']
+    assert list(find_backbone_weights(ckpt, 'student.pth').state_dict) == ['a']
     # not a DINO teacher for sure (a student, a supervised model): the log says what was taken
-    assert logged == ['checkpoint student.pth has no teacher.* keys; loading its backbone.* '
-                      'keys as the backbone']
-    assert list(teacher_backbone_state_dict({'a': torch.ones(1)}, prefix='')) == ['a']
+    assert logged == ['student.pth has no teacher.* keys; loading its backbone. keys as the '
+                      'backbone']
+    assert list(find_backbone_weights({'a': torch.ones(1)}, 'c', prefix='').state_dict) == ['a']
 
 
 def test_checkpoint_without_teacher_names_file_and_keys(tmp_path):
@@ -68,14 +65,14 @@ def test_dino_checkpoint_with_only_student_is_rejected():
     ckpt = dict(state_dict={'backbone.a': torch.ones(1),
                             'teacher.neck.b': torch.ones(1)})
     with pytest.raises(ValueError, match='teacher.backbone.'):
-        teacher_backbone_state_dict(ckpt, source='x.pth')
+        find_backbone_weights(ckpt, 'x.pth')
 
 
 def test_wrong_architecture_is_an_error(tmp_path):
     path = tmp_path / 'other.pth'
     torch.save(dict(state_dict={'backbone.unrelated': torch.zeros(1)}), path)
     model = FrozenBackbone(VIT, checkpoint=str(path))
-    with pytest.raises(ValueError, match='missing keys'):
+    with pytest.raises(ValueError, match='none of the 18 keys of VisionTransformer is in it'):
         model.init_weights()
 
 

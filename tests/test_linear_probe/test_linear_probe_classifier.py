@@ -17,7 +17,7 @@ from mmpretrain import get_model
 from mmpretrain.apis import ImageClassificationInferencer
 from PIL import Image
 
-from dinomamba_mm import model_zoo
+from dinomamba_mm.checkpoints import model_zoo
 from dinomamba_mm.models.backbones import FrozenBackbone
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

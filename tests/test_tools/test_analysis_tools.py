@@ -43,7 +43,7 @@ def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):
                '--map-type', 'attention', '--layers', '0', '-1', '--show', '2',
                '--mode', 'binned'])
     printed = capsys.readouterr().out
-    assert "(prefix 'teacher.backbone.')" in printed
+    assert "(from teacher.backbone)" in printed
     with open(out / 'binary_auc.csv') as f:
         rows = list(csv.DictReader(f))
     assert [(r['layer'], r['map']) for r in rows] == [

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from dinomamba_mm.models.backbones import DinoVim
-from dinomamba_mm.models.backbones.checkpoint_mapping import ours_to_paper
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
 
 sys.path.insert(0, osp.join(osp.dirname(__file__), '..'))
+from helpers.paper_files import ours_to_paper  # noqa: E402
 from helpers.tools import load_tool  # noqa: E402
 
 TINY = dict(type='dinomamba_mm.DinoVim',

@@ -9,13 +9,13 @@ import sys
 import pytest
 import torch
 
-from dinomamba_mm.models.backbones import (DinoMambaReg, DinoVim, ours_to_paper,
-                                           paper_backbone_state_dict, paper_to_ours)
+from dinomamba_mm.checkpoints import paper_to_ours
+from dinomamba_mm.models.backbones import DinoMambaReg, DinoVim
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(ROOT, 'tests'))
 from helpers.paper_files import (DEPTH, DIM, HEADDIM, STATE,  # noqa: E402
-                                 paper_backbone, paper_dino_checkpoint)
+                                 ours_to_paper, paper_backbone, paper_dino_checkpoint)
 from helpers.tools import load_tool  # noqa: E402
 
 ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)
@@ -23,6 +23,10 @@ ARCH = dict(embed_dims=DIM, num_layers=DEPTH, headdim=HEADDIM, d_state=STATE)
 
 def _converter():
     return load_tool('tools/model_converters/dinomamba_to_mmpretrain.py')
+
+
+def under(state: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
 def paper_checkpoint(registers: int = 0) -> dict:
@@ -59,7 +63,7 @@ def test_converter_output_loads_strictly_and_matches_the_teacher(tmp_path):
     assert converted['meta']['num_registers'] == 0
     assert converted['meta']['backbone_layouts'] == {
         'backbone': dict(type='DinoVim', token_layout='paper', pos_embed_grid=[14, 14])}
-    teacher = paper_backbone_state_dict(ckpt, 'teacher')
+    teacher = under(ckpt['teacher'], 'backbone.')
     torch.testing.assert_close(converted['state_dict']['backbone.patch_embed.projection.weight'],
                                teacher['patch_embed.proj.weight'])
 
@@ -92,7 +96,7 @@ def test_student_and_registers(tmp_path):
                          init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src,
                                        source='student'))
     model.init_weights()
-    student = paper_backbone_state_dict(ckpt, 'student')
+    student = under(ckpt['student'], 'module.backbone.')
     torch.testing.assert_close(model.register_tokens, student['cls_token'])
     torch.testing.assert_close(model.pos_embed[:, 12:], student['pos_embed'])
 
@@ -105,9 +109,11 @@ def test_missing_and_unexpected_keys_raise_with_their_names(tmp_path):
     torch.save(ckpt, src)
     model = DinoVim(arch=ARCH, token_layout='paper',
                     init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=src))
-    with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b.*layers\.0\.mixer\.extra_scale'):
+    with pytest.raises(ValueError, match=r'layers\.1\.mixer\.D_b.*layers\.0\.mixer\.extra_scale'):
         model.init_weights()
-    with pytest.raises(KeyError, match=r'layers\.1\.mixer\.D_b'):
+    with pytest.raises(ValueError, match=rf"checkpoint '{src}' \(teacher\) does not match "
+                                         r'DinoVim: 1 keys of the model are missing: '
+                                         r'\[layers\.1\.mixer\.D_b\]'):
         _converter().main([src, str(tmp_path / 'out.pth')])
 
 

@@ -149,3 +149,26 @@ def test_train_adds_the_hook_unless_told_not_to(setup):
 
     assert hooks() == ['dinomamba_mm.StrictLoadHook']
     assert hooks('--no-strict-load') == []
+
+
+def test_a_checkpoint_with_flipped_bytes_is_not_scored(setup):
+    """64 flipped bytes inside a tensor were loaded and scored, rc 0."""
+    sys.path.insert(0, osp.join(ROOT, 'tests', 'test_checkpoints'))
+    from test_checks import flip_bytes_in_a_tensor
+    path = setup['root'] / 'flipped.pth'
+    path.write_bytes(open(setup['right'], 'rb').read())
+    record = flip_bytes_in_a_tensor(str(path))
+    with pytest.raises(ValueError, match=re.escape(f"'{path}' is corrupt: its record "
+                                                   f"{record!r} fails its CRC check")):
+        run_test(setup, str(path))
+
+
+def test_a_checkpoint_with_a_nan_head_is_refused_unless_allowed(setup):
+    """A NaN head was scored at 0 % with rc 0."""
+    checkpoint = torch.load(setup['right'])
+    checkpoint['state_dict']['head.fc.weight'][0, 0] = float('nan')
+    path = str(setup['root'] / 'nan.pth')
+    torch.save(checkpoint, path)
+    with pytest.raises(ValueError, match=r'1 tensors hold NaN or Inf values: \[head.fc.weight\]'):
+        run_test(setup, path)
+    assert 'accuracy/top1' in run_test(setup, path, '--allow-non-finite')

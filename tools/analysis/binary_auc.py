@@ -41,10 +41,10 @@ from mmengine.utils import ProgressBar
 
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import ClassTokenMapModel
-from dinomamba_mm.analysis.backbone_loading import (backbone_config, build_backbone,
-                                                    load_backbone_weights)
+from dinomamba_mm.analysis.backbone_loading import backbone_config, build_backbone
 from dinomamba_mm.analysis.map_figures import (foreground_mask, pyplot,
                                                save_maps_side_by_side)
+from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.evaluation import roc_from_histograms
 from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
 
@@ -123,8 +123,9 @@ def build_model(cfg: Config, args: argparse.Namespace) -> ClassTokenMapModel:
             bgr_to_rgb=preprocessor.get('to_rgb', preprocessor.get('bgr_to_rgb', True)),
             pad_val=0, seg_pad_val=255, test_cfg=dict(size_divisor=patch_size)))
     if args.checkpoint:
-        prefix = load_backbone_weights(model.backbone, args.checkpoint, args.checkpoint_prefix)
-        print(f'loaded {args.checkpoint} (prefix {prefix!r})')
+        prefix = load_checkpoint_into(model.backbone, args.checkpoint,
+                                      args.checkpoint_prefix).module_path
+        print(f'loaded {args.checkpoint} (from {prefix or "its top level"})')
     else:
         print('no checkpoint: randomly initialised backbone')
     model.eval()

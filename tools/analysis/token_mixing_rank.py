@@ -41,9 +41,10 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_block_size,
                                    effective_rank, find_mixer, mixer_mixing_matrices,
                                    numerical_rank)
-from dinomamba_mm.analysis.backbone_loading import build_backbone, load_backbone_weights
+from dinomamba_mm.analysis.backbone_loading import build_backbone
 from dinomamba_mm.analysis.map_figures import pyplot
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
+from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.registry import MODELS
 
 IMAGENET_MEAN = torch.tensor([123.675, 116.28, 103.53]).view(3, 1, 1)
@@ -118,8 +119,8 @@ def config_backbones(specs: List[str], prefix: str) -> Dict[str, torch.nn.Module
         config, _, checkpoint = rest.partition(':')
         backbone = build_backbone(Config.fromfile(config))
         if checkpoint:
-            used = load_backbone_weights(backbone, checkpoint, prefix)
-            print(f'{name}: loaded {checkpoint} (prefix {used!r})')
+            used = load_checkpoint_into(backbone, checkpoint, prefix).module_path
+            print(f'{name}: loaded {checkpoint} (from {used or "its top level"})')
         else:
             print(f'{name}: no checkpoint, random initialisation')
         backbones[name] = backbone

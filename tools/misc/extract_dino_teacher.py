@@ -12,7 +12,8 @@ paper key names are converted to DinoVim's). Output: ``{'state_dict': ..., 'meta
 
 ``meta`` records the source file, its epoch / iteration when known, and the teacher's token
 layout and position-embedding grid (``meta['backbone_layouts']``) when the source records them
-(the paper's files: 'paper').
+(the paper's files: 'paper'). A checkpoint without a teacher (a student, a classifier) is an
+error unless ``--prefix`` names the weights to take; the output never replaces the input.
 
 Usage::
 
@@ -25,12 +26,10 @@ from collections import OrderedDict
 from typing import Optional, Sequence
 
 import torch
-from mmengine.runner.checkpoint import _load_checkpoint
+from mmengine.runner.checkpoint import CheckpointLoader
 
-import dinomamba_mm  # noqa: F401  (checkpoint loading on torch >= 2.6)
-from dinomamba_mm.models.backbones import LAYOUT_META_KEY
-from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import (
-    teacher_backbone_layout, teacher_backbone_state_dict)
+from dinomamba_mm.checkpoints import (LAYOUT_META_KEY, check_finite, check_output_path,
+                                      find_backbone_weights)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -40,21 +39,24 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--plain', action='store_true',
                         help="write keys without the 'backbone.' prefix")
     parser.add_argument('--prefix', default=None,
-                        help="key prefix of the teacher backbone in the input's state_dict "
-                        "(default: detect; e.g. 'teacher.backbone.')")
+                        help="key prefix of the backbone in the input's state_dict (default: "
+                        "the teacher's, 'teacher.backbone.'; e.g. 'backbone.' for a student)")
     return parser.parse_args(argv)
 
 
 def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
                     prefix: Optional[str] = None) -> dict:
     """The backbone-only checkpoint (a dict) of a loaded DINO checkpoint."""
-    state = teacher_backbone_state_dict(checkpoint, prefix, source=source)
+    name = f'checkpoint {source!r}'
+    weights = find_backbone_weights(checkpoint, name, 'auto' if prefix is None else prefix,
+                                    teacher_only=prefix is None)
+    check_finite(weights.state_dict, name)
     key_prefix = '' if plain else 'backbone.'
     state_dict = OrderedDict((key_prefix + key, value.detach().clone())
-                             for key, value in state.items())
-    meta = dict(source=source, extracted='teacher backbone',
+                             for key, value in weights.state_dict.items())
+    meta = dict(source=source, extracted='teacher backbone' if prefix is None else prefix,
                 key_prefix=key_prefix)
-    layout = teacher_backbone_layout(checkpoint, state, prefix)
+    layout = weights.layouts.get(weights.module_path)
     if layout is not None:
         meta[LAYOUT_META_KEY] = {key_prefix.rstrip('.'): layout}
     old_meta = checkpoint.get('meta')
@@ -67,7 +69,8 @@ def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
-    loaded = _load_checkpoint(args.checkpoint, map_location='cpu')
+    check_output_path(args.out, args.checkpoint)
+    loaded = CheckpointLoader.load_checkpoint(args.checkpoint, map_location='cpu')
     out = extract_teacher(loaded, args.checkpoint, args.plain, args.prefix)
     if osp.dirname(args.out):
         os.makedirs(osp.dirname(args.out), exist_ok=True)

@@ -4,12 +4,13 @@
         Vim/Base/checkpoint.pth work_dirs/dinovim_b_teacher.pth --source teacher
 
 The output is ``{'state_dict': {prefix + key: tensor}, 'meta': {...}}`` with our DinoVim /
-DinoMambaReg keys (mapping: dinomamba_mm/models/backbones/checkpoint_mapping.py). ``meta`` records
-the source file, teacher / student, the inferred ``arch`` dict, ``num_registers`` and, in
-``meta['backbone_layouts']`` (dinomamba_mm/models/backbones/layout_record.py), the token layout
-('paper') and position-embedding grid that reproduce the paper's features; loading the result
-into another token layout is an error. Unless ``--no-verify``, the result is loaded strictly into
-a backbone built from the inferred arch first.
+DinoMambaReg keys (mapping: dinomamba_mm/checkpoints/paper_format.py). ``meta`` records the source
+file, teacher / student, the inferred ``arch`` dict, ``num_registers`` and, in
+``meta['backbone_layouts']`` (dinomamba_mm/checkpoints/layout.py), the token layout ('paper') and
+position-embedding grid that reproduce the paper's features; loading the result into another
+token layout is an error. Unless ``--no-verify``, the result is loaded strictly into a backbone
+built from the inferred arch first. The output never replaces the input; checkpoints this package
+writes are extracted with tools/misc/extract_dino_teacher.py instead.
 Load it with ``init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=OUT)`` (strict) or
 mmengine's ``dict(type='Pretrained', checkpoint=OUT, prefix='backbone.')`` (non-strict).
 """
@@ -22,10 +23,9 @@ from collections import OrderedDict
 import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 
-import dinomamba_mm  # noqa: F401  (registers modules; checkpoint-loading shims)
-from dinomamba_mm.models.backbones import (LAYOUT_META_KEY, DinoVim, backbone_state_dict,
-                                           checkpoint_layout, infer_arch,
-                                           load_state_dict_strict)
+from dinomamba_mm.checkpoints import (LAYOUT_META_KEY, CheckpointError, check_output_path,
+                                      find_backbone_weights, infer_arch, load_checkpoint_into)
+from dinomamba_mm.models.backbones import DinoVim
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -45,19 +45,22 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
             verify: bool = True) -> dict:
     """Load ``src`` and return the mmengine checkpoint dict (see the module docstring)."""
     loaded = CheckpointLoader.load_checkpoint(src, map_location='cpu')
-    state_dict = backbone_state_dict(loaded, source=source, prefix=None)
+    weights = find_backbone_weights(loaded, f'checkpoint {src!r}', prefix=None, network=source)
+    state_dict = weights.state_dict
+    layout = weights.layouts.get(weights.module_path)
+    if layout is None or isinstance(loaded.get('meta'), dict):
+        raise CheckpointError(
+            f'checkpoint {src!r} is not one of the paper\'s files (expected \'teacher\' / '
+            f'\'student\' state dicts or the paper\'s key names; found the top-level keys '
+            f'{sorted(map(str, loaded))[:8]}). For a checkpoint this package wrote (a DINO run, '
+            'an extracted teacher), use tools/misc/extract_dino_teacher.py')
     info = infer_arch(state_dict)
-    layout = checkpoint_layout(loaded, '', state_dict)
-    if layout is None:
-        raise ValueError(f'{src} is neither a paper checkpoint (teacher / student state dicts or '
-                         'the paper\'s key names) nor records its token layout; this tool '
-                         'converts the paper\'s files')
     if verify:
         img_size = [side * info['patch_size'] for side in layout['pos_embed_grid']]
         model = DinoVim(arch=info['arch'], img_size=img_size, patch_size=info['patch_size'],
                         num_registers=info['num_registers'],
                         token_layout=layout['token_layout'])
-        load_state_dict_strict(model, state_dict)
+        load_checkpoint_into(model, loaded, network=source, filename=src)
     meta = dict(source_checkpoint=src, network=source,
                 converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
     meta[LAYOUT_META_KEY] = {prefix.rstrip('.'): layout}
@@ -67,6 +70,7 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    check_output_path(args.dst, args.src)
     checkpoint = convert(args.src, args.source, args.prefix, verify=not args.no_verify)
     if osp.dirname(args.dst):
         os.makedirs(osp.dirname(args.dst), exist_ok=True)

@@ -1,7 +1,7 @@
 # Linear probe of the Dino-Mamba paper's released DinoMamba-Reg-B ("MambaR") teacher (Hugging Face
 # Mambar/Base), with the paper's network: its 7x7 position-embedding table kept (img_size=112) and
 # resampled once per forward to the input's grid with DINO's convention (token_layout='paper'), so
-# the features are the paper's; key names are mapped by models/backbones/checkpoint_mapping.py.
+# the features are the paper's; key names are mapped by checkpoints/paper_format.py.
 _base_ = [
     '../../_base_/models/linear-probe_dinovim-base.py',
     '../../_base_/datasets/imagenet_linear-probe_bs128.py',

@@ -1,5 +1,5 @@
 # Linear probe of the Dino-Mamba paper's released DinoVim-B teacher (Hugging Face Vim/Base).
-# The paper's key names are mapped to DinoVim's (models/backbones/checkpoint_mapping.py) and
+# The paper's key names are mapped to DinoVim's (checkpoints/paper_format.py) and
 # token_layout='paper' reproduces its token order, so the features are the paper's.
 _base_ = [
     '../../_base_/models/linear-probe_dinovim-base.py',

@@ -1,22 +1,22 @@
-"""Record the token layout of DinoVim backbones in saved checkpoints, check it in loaded ones."""
+"""Record the token layout of backbones in saved checkpoints, check it in loaded ones."""
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from dinomamba_mm.models.backbones import DinoVim
-from dinomamba_mm.models.backbones.layout_record import (LAYOUT_META_KEY, check_layout,
-                                                         checkpoint_layout, model_layouts)
+from dinomamba_mm.checkpoints import LAYOUT_META_KEY, check_layouts, model_layouts
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
 class BackboneLayoutHook(Hook):
-    """Keep ``meta['backbone_layouts']`` (see ``models/backbones/layout_record.py``) in checkpoints.
+    """Keep ``meta['backbone_layouts']`` (see :mod:`dinomamba_mm.checkpoints.layout`) in
+    checkpoints.
 
     Before the runner saves a checkpoint, records the token layout and position-embedding grid of
-    every DinoVim / DinoMambaReg of the model under its module path; after the runner loads one
-    (``load_from``, resume), checks each backbone that the checkpoint holds weights for against its
-    record: another token layout is an error naming both, no record a warning. The configs of
-    this package set it in ``default_hooks`` (key ``backbone_layout``).
+    every backbone with a ``token_layout`` (DinoVim / DinoMambaReg) under its module path; after
+    the runner loads one (``load_from``, resume), checks each such backbone that the checkpoint
+    holds weights for against its record: another token layout is an error naming both, no
+    record a warning. The configs of this package set it in ``default_hooks`` (key
+    ``backbone_layout``).
     """
 
     priority = 'VERY_LOW'
@@ -26,11 +26,7 @@ class BackboneLayoutHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        state_dict = checkpoint.get('state_dict', checkpoint)
-        source = f'checkpoint {runner.cfg.get("load_from") or "(resumed)"}'
-        for path, module in model.named_modules():
-            if not isinstance(module, DinoVim):
-                continue
-            if not any(key.startswith(f'{path}.') for key in state_dict):
-                continue  # holds no weights of this backbone (e.g. a linear head only)
-            check_layout(module, checkpoint_layout(checkpoint, path), source, path)
+        meta = checkpoint.get('meta') or {}
+        check_layouts(model, meta.get(LAYOUT_META_KEY) or {}, '',
+                      checkpoint.get('state_dict', checkpoint),
+                      f'checkpoint {runner.cfg.get("load_from") or "(resumed)"}')

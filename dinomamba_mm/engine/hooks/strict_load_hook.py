@@ -22,13 +22,21 @@ class StrictLoadHook(Hook):
     ``state_dict`` into the model strictly, keys revised as mmengine revises them (a leading
     ``module.`` removed; DDP and test-time-augmentation wrappers unwrapped), and raises a
     ``ValueError`` listing the missing and unexpected keys and the shape mismatches, with a
-    hint when a key prefix explains them (e.g. ``teacher.backbone.``).
+    hint when a key prefix explains them (e.g. ``teacher.backbone.``), or naming the tensors
+    that hold NaN or Inf.
 
     ``tools/train.py`` and ``tools/test.py`` add it to ``custom_hooks`` unless given
     ``--no-strict-load``; add it to a config to get the same under other tools.
+
+    Args:
+        allow_non_finite (bool): load tensors holding NaN or Inf (``tools/test.py
+            --allow-non-finite``).
     """
 
     priority = 'LOWEST'  # after hooks that edit the loaded checkpoint
+
+    def __init__(self, allow_non_finite: bool = False) -> None:
+        self.allow_non_finite = allow_non_finite
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model
@@ -37,12 +45,13 @@ class StrictLoadHook(Hook):
         name = runner.cfg.get('load_from') or 'resumed from the work dir'
         state_dict = strip_module_prefix(checkpoint.get('state_dict', checkpoint))
         load_state_dict_checked(model, state_dict, source=f'checkpoint {name!r}', strict=True,
-                                advice=OPT_OUT)
+                                advice=OPT_OUT, allow_non_finite=self.allow_non_finite)
 
 
-def add_strict_load_hook(cfg) -> None:
+def add_strict_load_hook(cfg, allow_non_finite: bool = False) -> None:
     """Append :class:`StrictLoadHook` to ``cfg.custom_hooks`` unless it is there already."""
     hooks = list(cfg.get('custom_hooks', None) or [])
     if not any(str(hook.get('type', '')).split('.')[-1] == 'StrictLoadHook' for hook in hooks):
-        hooks.append(dict(type='dinomamba_mm.StrictLoadHook'))
+        hooks.append(dict(type='dinomamba_mm.StrictLoadHook')
+                     | (dict(allow_non_finite=True) if allow_non_finite else {}))
     cfg.custom_hooks = hooks

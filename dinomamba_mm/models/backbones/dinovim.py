@@ -14,10 +14,10 @@ from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
 from dinomamba_mm.argument_checks import check_indices, check_int, is_int
+from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
 from .backbone_checks import check_backbone_args, check_image_input
-from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)

@@ -3,12 +3,9 @@ from typing import Dict, Optional
 
 import torch
 from mmengine.model import BaseModule
-from mmengine.runner.checkpoint import _load_checkpoint
 
-from dinomamba_mm.models.selfsup.dino_teacher_checkpoint import (
-    teacher_backbone_layout, teacher_backbone_path, teacher_backbone_state_dict)
+from dinomamba_mm.checkpoints import find_checked, load_checkpoint_into
 from dinomamba_mm.registry import MODELS
-from .layout_record import check_layout
 
 
 @MODELS.register_module()
@@ -20,8 +17,9 @@ class FrozenBackbone(BaseModule):
     dropout) and runs under ``torch.no_grad()``. :meth:`init_weights` first lets the backbone
     initialise itself, then, when ``checkpoint`` is given, loads the teacher backbone of that
     DINO checkpoint strictly (every key must match); with ``checkpoint=None`` the backbone keeps
-    its random initialisation (the random-init baseline). A token layout recorded in the
-    checkpoint (the paper's raw files: 'paper') must be the backbone's.
+    its random initialisation (the random-init baseline). The checkpoint goes through
+    :func:`dinomamba_mm.checkpoints.load_checkpoint_into` (its token layout must be the
+    backbone's, its tensors finite).
 
     The wrapped module is ``self.backbone``, so in a classifier's state dict its keys read
     ``backbone.backbone.*``.
@@ -30,9 +28,9 @@ class FrozenBackbone(BaseModule):
         backbone (dict): config of the backbone to freeze.
         checkpoint (str, optional): DINO checkpoint (ours, the DINO/paper layout with a
             ``'teacher'`` entry, or a backbone-only one); see
-            :mod:`dinomamba_mm.models.selfsup.dino_teacher_checkpoint`.
+            :mod:`dinomamba_mm.checkpoints.backbone_weights`.
         prefix (str, optional): key prefix of the backbone weights in the checkpoint's
-            ``state_dict``; None detects it.
+            ``state_dict``; None detects it (``teacher.backbone.``, else ``backbone.``).
     """
 
     def __init__(self, backbone: dict, checkpoint: Optional[str] = None,
@@ -43,44 +41,21 @@ class FrozenBackbone(BaseModule):
                             f'{type(backbone).__name__}')
         self.backbone = MODELS.build(backbone)
         self.checkpoint = checkpoint
-        self.prefix = prefix
+        self.prefix = 'auto' if prefix is None else prefix
         self.backbone.requires_grad_(False)
         self.backbone.eval()
 
     def checkpoint_state_dict(self) -> Dict[str, torch.Tensor]:
-        """The backbone weights of ``checkpoint`` (keys as in ``self.backbone``).
-
-        Raises:
-            ValueError: when the checkpoint records another token layout than the backbone's
-                (see :mod:`.layout_record`; the paper's raw files are 'paper').
-        """
+        """The checked backbone weights of ``checkpoint`` (keys as in ``self.backbone``)."""
         if self.checkpoint is None:
             raise ValueError(f'this FrozenBackbone ({type(self.backbone).__name__}) has no '
                              'checkpoint to take the backbone weights from')
-        loaded = _load_checkpoint(self.checkpoint, map_location='cpu')
-        state = teacher_backbone_state_dict(loaded, self.prefix, source=self.checkpoint)
-        check_layout(self.backbone, teacher_backbone_layout(loaded, state, self.prefix),
-                     self.checkpoint, teacher_backbone_path(loaded, self.prefix))
-        return state
+        return find_checked(self.backbone, self.checkpoint, self.prefix).state_dict
 
     def init_weights(self) -> None:
         super().init_weights()
-        if self.checkpoint is None:
-            return
-        state = self.checkpoint_state_dict()
-        try:
-            result = self.backbone.load_state_dict(state, strict=False)
-        except RuntimeError as error:  # shape mismatches
-            raise ValueError(f'checkpoint {self.checkpoint} does not fit the '
-                             f'backbone {type(self.backbone).__name__}: '
-                             f'{error}') from error
-        if result.missing_keys or result.unexpected_keys:
-            raise ValueError(
-                f'checkpoint {self.checkpoint} does not fit the backbone '
-                f'{type(self.backbone).__name__}: missing keys '
-                f'{result.missing_keys[:10]} ({len(result.missing_keys)}), '
-                f'unexpected keys {result.unexpected_keys[:10]} '
-                f'({len(result.unexpected_keys)})')
+        if self.checkpoint is not None:
+            load_checkpoint_into(self.backbone, self.checkpoint, self.prefix)
 
     def train(self, mode: bool = True) -> 'FrozenBackbone':
         super().train(mode)

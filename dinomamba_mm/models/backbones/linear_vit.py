@@ -7,10 +7,10 @@ import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
 from dinomamba_mm.argument_checks import check_indices
+from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
 from .backbone_checks import check_backbone_args, check_image_input
-from .checked_pretrained import checked_pretrained_cfg
 
 
 @MODELS.register_module()

@@ -3,13 +3,12 @@ import copy
 from typing import List, Optional, Sequence, Union
 
 import torch
-from mmengine.runner.checkpoint import load_checkpoint
 from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
 
 from dinomamba_mm.argument_checks import check_int
-from dinomamba_mm.checkpoints import check_checkpoint_file
+from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import MODELS
 
@@ -92,15 +91,7 @@ class DINO(BaseSelfSupervisor):
         init_cfg = self.init_cfg
         if (isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
                 and init_cfg.get('prefix') is None):
-            checkpoint = init_cfg['checkpoint']
-            check_checkpoint_file(checkpoint, 'pretrained DINO checkpoint')
-            try:
-                load_checkpoint(self, checkpoint, map_location='cpu', strict=True,
-                                logger='current')
-            except RuntimeError as exc:
-                reason = ' '.join(str(exc).split())  # mmengine's message spans lines
-                raise ValueError(f'pretrained DINO checkpoint {checkpoint!r} does not match '
-                                 f'the model: {reason}') from None
+            load_checkpoint_into(self, init_cfg['checkpoint'], prefix='', strict=True)
             self._is_init = True
             return
         super().init_weights()

@@ -61,11 +61,11 @@ def test_an_absent_prefix_and_another_width_are_refused(tmp_path):
     path, _ = dino_checkpoint(tmp_path / 'dino.pth', DINOVIM)
     with pytest.raises(ValueError) as info:
         build_and_init(DINOVIM, checkpoint=path, prefix='student.backbone')
-    assert str(info.value) == (f"checkpoint '{path}' has no key starting with the init_cfg "
-                               "prefix 'student.backbone.'; its keys start with ['backbone.', "
-                               "'head.', 'teacher.']")
+    assert str(info.value) == (f"checkpoint '{path}' has no key starting with the prefix "
+                               "'student.backbone.'; its keys start with ['backbone.', 'head.', "
+                               "'teacher.']")
     wide, _ = dino_checkpoint(tmp_path / 'wide.pth', DINOVIM, embed_dims=32)
-    with pytest.raises(ValueError, match=r"\(prefix 'teacher.backbone.'\) does not match "
+    with pytest.raises(ValueError, match=r"\(teacher.backbone\) does not match "
                                          r'DinoVim: \d+ tensors have another shape: size '
                                          'mismatch for'):
         build_and_init(DINOVIM, checkpoint=wide, prefix='teacher.backbone.')

@@ -8,12 +8,13 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
+from dinomamba_mm.checkpoints import layout, model_layouts
 from dinomamba_mm.engine.hooks import BackboneLayoutHook
-from dinomamba_mm.models.backbones import (FrozenBackbone, layout_record, model_layouts,
-                                           ours_to_paper)
+from dinomamba_mm.models.backbones import FrozenBackbone
 from dinomamba_mm.registry import MODELS
 
 sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))))
+from helpers.paper_files import ours_to_paper  # noqa: E402
 from helpers.tools import load_tool  # noqa: E402
 
 TINY = dict(type='dinomamba_mm.DinoVim', arch=dict(embed_dims=32, num_layers=1, headdim=16,
@@ -76,7 +77,7 @@ def test_raw_paper_files_are_paper(tmp_path):
 
 def test_an_unrecorded_checkpoint_loads_with_a_warning(tmp_path, monkeypatch):
     logged = []
-    monkeypatch.setattr(layout_record, 'print_log', lambda msg, **kwargs: logged.append(msg))
+    monkeypatch.setattr(layout, 'print_log', lambda msg, **kwargs: logged.append(msg))
     model = TinyDINO(**INTERLEAVED)
     path = str(tmp_path / 'old.pth')
     torch.save(dict(meta=dict(epoch=1), state_dict=model.state_dict()), path)

@@ -19,8 +19,8 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
-from dinomamba_mm import model_zoo
-from dinomamba_mm.models.backbones import DinoMambaReg, FrozenBackbone, paper_to_ours
+from dinomamba_mm.checkpoints import model_zoo, paper_to_ours
+from dinomamba_mm.models.backbones import DinoMambaReg, FrozenBackbone
 from dinomamba_mm.registry import MODELS
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))

@@ -11,7 +11,9 @@ under the URL's basename, would hand the DinoVim-T file back for DinoVim-B. Impo
 registers a loader for Hugging Face URLs that caches each file under a name derived from its path
 in the repository (``Vim_Base_checkpoint.pth``) in torch's hub directory, and that turns a failed
 download into an error saying which URL failed and where to put the file by hand (and, for a
-folder without a linear head, that none was released).
+folder without a linear head, that none was released), and a cached file that is no intact
+checkpoint (an interrupted download, an HTML error page) into an error naming the URL and the file
+to delete.
 
 Configs, metafiles and docs spell these URLs out (YAML and mmengine configs cannot import them);
 tests/test_model_zoo.py checks that every Hugging Face URL there is one of these.
@@ -24,6 +26,8 @@ from urllib.parse import urlparse
 import torch
 from mmengine.dist import barrier, get_dist_info
 from mmengine.runner.checkpoint import CheckpointLoader
+
+from .files import CheckpointError, checkpoint_file_problem, load_local
 
 HUGGINGFACE_REPO = 'https://huggingface.co/TimingYang/Dino-Mamba'
 #: model name -> folder of the Hugging Face repository
@@ -103,5 +107,9 @@ def load_from_huggingface(filename: str, map_location=None) -> dict:
         barrier()
         if rank > 0:
             local = download(filename)
-    # Downloaded files go through the safe unpickler only (no trusted-local fallback).
-    return torch.load(local, map_location=map_location, weights_only=True)
+    try:  # downloaded files go through the safe unpickler only (no trusted-local fallback)
+        return load_local(local, map_location=map_location, weights_only=True)
+    except CheckpointError:
+        raise CheckpointError(
+            f'the download of {filename}, cached as {local!r}, {checkpoint_file_problem(local)}. '
+            'Delete that file so that the next run downloads it again') from None

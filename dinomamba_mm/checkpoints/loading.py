@@ -1,14 +1,24 @@
-"""Load a state dict into a module and say plainly how it does not fit.
+"""The one loader of checkpoint weights into a module, and how it says that they do not fit.
 
 mmengine loads ``load_from`` and ``Pretrained`` checkpoints non-strictly: keys that do not match
 and tensors of the wrong shape are only logged, and the model goes on with random weights.
+:func:`load_checkpoint_into` reads the file (:mod:`.files`), finds the module's weights in it
+(:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are finite,
+and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last directly.
 """
 import re
 from collections import Counter, OrderedDict
-from typing import Iterable, List, Mapping, NamedTuple, Optional
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
 
 import torch
+from mmengine.logging import print_log
+from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
+
+from dinomamba_mm.finite_checks import non_finite_tensors
+from .backbone_weights import ModuleWeights, find_backbone_weights
+from .files import CheckpointError
+from .layout import check_layouts
 
 # Keys listed per kind in an error; the counts are always given in full.
 _SHOWN_KEYS = 10
@@ -60,8 +70,22 @@ def _listed(keys: List[str]) -> str:
     return f'[{shown}{", ..." if len(keys) > _SHOWN_KEYS else ""}]'
 
 
+def check_finite(state_dict: Mapping, source: str) -> None:
+    """Raise a :class:`CheckpointError` naming the floating-point tensors of ``state_dict``
+    that hold NaN or Inf (a diverged run, a corrupt save)."""
+    floats = [(key, value) for key, value in state_dict.items()
+              if torch.is_tensor(value) and value.is_floating_point()]
+    bad = [floats[i][0] for i in non_finite_tensors([value for _, value in floats])]
+    if bad:
+        raise CheckpointError(
+            f'{source}: {len(bad)} tensors hold NaN or Inf values: {_listed(bad)}; expected '
+            'finite weights. Pass allow_non_finite=True (tools/test.py: --allow-non-finite) to '
+            'load them anyway')
+
+
 def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
-                            source: str, strict: bool, advice: str = '') -> LoadReport:
+                            source: str, strict: bool, advice: str = '',
+                            allow_non_finite: bool = False) -> LoadReport:
     """``module.load_state_dict`` (its pre-hooks run, e.g. DinoVim's position-embedding resize
     or LinearProbeClassifier's mapping of a released linear head) with the mismatches as one
     clear error. The keys are compared after the pre-hooks, as torch compares them.
@@ -73,15 +97,19 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
         strict: also refuse missing and unexpected keys; otherwise only a state dict none of
             whose keys is the module's, and shape mismatches, are refused.
         advice: a sentence appended to the error (how to proceed or opt out).
+        allow_non_finite: load tensors holding NaN or Inf (:func:`check_finite`).
 
     Returns:
         the missing and unexpected keys (empty when ``strict``).
 
     Raises:
-        ValueError: listing the missing / unexpected keys (counts in full, the first
+        CheckpointError: listing the missing / unexpected keys (counts in full, the first
             ``_SHOWN_KEYS`` of each by name), the shape mismatches, and where the expected
-            keys are when a prefix explains them. The module may then be partly loaded.
+            keys are when a prefix explains them (the module may then be partly loaded); or
+            naming the non-finite tensors, before anything is loaded.
     """
+    if not allow_non_finite:
+        check_finite(state_dict, source)
     expected = list(module.state_dict())
     to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
     metadata = getattr(state_dict, '_metadata', None)
@@ -119,6 +147,60 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
         else:
             return LoadReport(missing, unexpected)
     hint = prefix_hint(state_dict, expected) if missing else None
-    raise ValueError(f'{source} does not match {type(module).__name__}: '
-                     + '; '.join(problems) + (f'. Hint: {hint}' if hint else '')
-                     + (f'. {advice}' if advice else ''))
+    raise CheckpointError(f'{source} does not match {type(module).__name__}: '
+                          + '; '.join(problems) + (f'. Hint: {hint}' if hint else '')
+                          + (f'. {advice}' if advice else ''))
+
+
+def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
+    filename = checkpoint if isinstance(checkpoint, str) else filename
+    return 'checkpoint' + (f' {filename!r}' if filename else '')
+
+
+def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
+                 prefix: Optional[str] = 'auto', network: str = 'teacher',
+                 allow_non_finite: bool = False, map_location: str = 'cpu',
+                 filename: Optional[str] = None) -> ModuleWeights:
+    """The weights of ``module`` in ``checkpoint``, checked: the file (:mod:`.files`), the token
+    layout of each module with one (:mod:`.layout`), finiteness (:func:`check_finite`).
+
+    Args:
+        module: the module the weights are for.
+        checkpoint: path or URL (mmengine's loaders; local files and the model zoo's checked),
+            or a loaded checkpoint (then ``filename`` names it in errors).
+        prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
+        allow_non_finite: accept tensors holding NaN or Inf.
+        map_location: as :func:`torch.load`'s.
+    """
+    name = _name(checkpoint, filename)
+    if isinstance(checkpoint, str):
+        checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
+    weights = find_backbone_weights(checkpoint, name, prefix, network)
+    check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
+    if not allow_non_finite:
+        check_finite(weights.state_dict, name)
+    return weights
+
+
+def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
+                         prefix: Optional[str] = 'auto', network: str = 'teacher',
+                         strict: bool = True, allow_non_finite: bool = False,
+                         map_location: str = 'cpu', advice: str = '',
+                         filename: Optional[str] = None) -> ModuleWeights:
+    """Load the weights of ``module`` from ``checkpoint`` (:func:`find_checked`) with
+    :func:`load_state_dict_checked`; ``strict=False`` logs missing and unexpected keys.
+
+    Returns:
+        the weights loaded, and where they were found.
+    """
+    weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,
+                           filename)
+    name = _name(checkpoint, filename)
+    if weights.module_path:
+        name += f' ({weights.module_path})'
+    report = load_state_dict_checked(module, weights.state_dict, name, strict, advice,
+                                     allow_non_finite=True)  # checked by find_checked
+    if report.missing or report.unexpected:
+        print_log(f'{name} in {type(module).__name__}: missing keys {report.missing}, '
+                  f'unexpected keys {report.unexpected}', logger='current', level=30)
+    return weights
