@@ -77,7 +77,7 @@ def check_indices(name: str, value: Any, length: int) -> List[int]:
 
     Raises:
         TypeError: not an int or a sequence of ints (a str is not one).
-        ValueError: an index outside [-length, length).
+        ValueError: an index outside [-length, length), no index, or one item named twice.
     """
     indices = [value] if is_int(value) else value
     expected = f'an int or a sequence of ints in [-{length}, {length})'
@@ -86,4 +86,10 @@ def check_indices(name: str, value: Any, length: int) -> List[int]:
         raise TypeError(f'{name} must be {expected}, got {value!r}')
     if not all(-length <= i < length for i in indices):
         raise ValueError(f'{name} must be {expected}, got {value!r}')
-    return [int(i) % length for i in indices]
+    if not indices:
+        raise ValueError(f'{name} must hold at least one index, got {value!r}')
+    result = [int(i) % length for i in indices]
+    if len(set(result)) < len(result):
+        raise ValueError(f'{name} must not repeat an index (negative ones count from the end '
+                         f'of {length}), got {value!r}')
+    return result

@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import inspect
 import logging
 import math
 from functools import lru_cache
@@ -13,10 +14,10 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import check_indices, check_int, is_int
+from dinomamba_mm.argument_checks import check_indices, check_int, check_number, is_int
 from dinomamba_mm.registry import MODELS
-from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import check_backbone_args, check_image_input
+from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
+from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
@@ -194,7 +195,9 @@ class DinoVim(BaseModule):
             raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
                              f'{token_layout!r}')
         check_int('num_registers', num_registers, 0)
-        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
+                            self.num_layers, frozen_stages, interpolate_mode)
+        check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -265,7 +268,9 @@ class DinoVim(BaseModule):
         if unknown:
             raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
                              f'{list(ARCH_REQUIRED_KEYS) + list(ARCH_DEFAULTS)}')
-        return {**ARCH_DEFAULTS, **arch}
+        arch = {**ARCH_DEFAULTS, **arch}
+        check_arch_fields(arch, list(arch))
+        return arch
 
     def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
         mixer_cfg = dict(mixer_cfg or {})
@@ -274,6 +279,10 @@ class DinoVim(BaseModule):
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
         settings = {k: v for k, v in self.arch_settings.items()
                     if k not in ('embed_dims', 'num_layers')}
+        defaults = inspect.signature(BidirectionalMamba2Mixer).parameters
+        dt_min, dt_max = (mixer_cfg.get(k, defaults[k].default) for k in ('dt_min', 'dt_max'))
+        check_number("mixer_cfg['dt_min']", dt_min, 0, exclusive_minimum=True)
+        check_number("mixer_cfg['dt_max']", dt_max, dt_min)
         return {**settings, **mixer_cfg}
 
     def _parse_positions(self, positions) -> Optional[Tuple[int, ...]]:

@@ -6,10 +6,10 @@ import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
-from dinomamba_mm.argument_checks import check_indices
+from dinomamba_mm.argument_checks import check_argument, check_indices, is_int
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
-from .backbone_checks import check_backbone_args, check_image_input
+from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 from .checked_pretrained import checked_pretrained_cfg
 
 
@@ -63,9 +63,19 @@ class LinearViT(VisionTransformer):
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')
-        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
-        num_layers = self._num_layers(arch)
-        if num_layers is not None:  # else ViT names the bad arch
+        if isinstance(arch, dict):
+            check_arch_fields(arch, ('embed_dims', 'num_layers', 'num_heads',
+                                     'feedforward_channels'))
+            if {'embed_dims', 'num_heads'} <= set(arch):  # else ViT names the missing key
+                dims = arch['embed_dims']
+                check_argument("arch['num_heads']", arch['num_heads'],
+                               f"an int >= 1 dividing arch['embed_dims'] {dims}", is_int,
+                               lambda heads: heads >= 1 and dims % heads == 0)
+        num_layers = self._num_layers(arch)  # None: ViT names the bad arch
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
+                            num_layers, kwargs.get('frozen_stages', -1),
+                            kwargs.get('interpolate_mode', 'bicubic'))
+        if num_layers is not None:
             out_indices = check_indices('out_indices', out_indices, num_layers)
         kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
@@ -151,9 +161,7 @@ class LinearViT(VisionTransformer):
             {layer index: (phi_q, phi_k)}, each (B, heads, L, head_dims) over the full sequence
             (class token first).
         """
-        wanted = sorted(set(check_indices('layer_indices', layer_indices, self.num_layers)))
-        if not wanted:
-            raise ValueError('layer_indices must name at least one layer')
+        wanted = sorted(check_indices('layer_indices', layer_indices, self.num_layers))
         self._check_input(inputs)
         x, patch_resolution = self.patch_embed(inputs)
         if self.cls_token is not None:
