@@ -1,9 +1,10 @@
 """Constructor-argument checks: TypeError for a wrong type, ValueError for a wrong value, both
 naming the argument, what was expected and the value given."""
 import math
+from argparse import Namespace
 from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 def is_int(value: Any) -> bool:
@@ -51,6 +52,14 @@ def check_int(name: str, value: Any, minimum: Optional[int] = None,
     check_argument(name, value, expected, is_int,
                    lambda v: (minimum is None or v >= minimum)
                    and (maximum is None or v <= maximum))
+
+
+def check_int_options(args: Namespace, minimums: Dict[str, int]) -> None:
+    """:func:`check_int` for the given (not None) int options of a command line, each named as
+    typed (``block_size`` -> ``--block-size``), against its minimum in ``minimums``."""
+    for dest, minimum in minimums.items():
+        if getattr(args, dest) is not None:
+            check_int('--' + dest.replace('_', '-'), getattr(args, dest), minimum)
 
 
 def check_number(name: str, value: Any, minimum: Optional[float] = None,

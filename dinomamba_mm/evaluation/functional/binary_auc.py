@@ -19,8 +19,9 @@ Two modes:
   thresholds). Equals the exact AUC of the quantised map; its error against the exact mode is at
   most half the fraction of (fg, bg) pairs that share a bin. T is at most
   ``MAX_NUM_THRESHOLDS``: each map's histograms take T x 16 bytes, and finer bins than that
-  gain nothing over the exact mode. The normalisation works on halved scores, so maps spanning
-  the whole float range (where max - min overflows) are binned right.
+  gain nothing over the exact mode. Maps spanning the whole float range (where max - min
+  overflows) are normalised from halved scores, all others from the scores themselves, so maps
+  that differ only below the normal range (subnormal scores) are binned right too.
 """
 from typing import Iterator, Tuple, Union
 
@@ -173,17 +174,21 @@ def check_num_thresholds(num_thresholds: int) -> None:
 def _bin_indices(block: np.ndarray, num_thresholds: int) -> np.ndarray:
     """(M, P) scores -> (M, P) int64 bins in [0, T) of the per-map min-max normalised scores.
 
-    Halved scores keep max - min finite even for maps spanning the whole float range (halving
-    is exact), and dividing by the span before scaling by T keeps every step <= T; a constant
-    map goes into bin 0.
+    Maps whose max - min overflows are normalised from halved scores (halving is exact at that
+    magnitude; below the normal range it would round the scores to 0), and dividing by the span
+    before scaling by T keeps every step <= T; a constant map goes into bin 0.
     """
-    half = block * block.dtype.type(0.5)
-    lowest = half.min(axis=1, keepdims=True)
-    span = half.max(axis=1, keepdims=True) - lowest
-    half -= lowest
-    half /= np.where(span > 0, span, 1)
-    half *= num_thresholds
-    bins = half.astype(np.int64)
+    lowest = block.min(axis=1, keepdims=True)
+    highest = block.max(axis=1, keepdims=True)
+    with np.errstate(over='ignore'):
+        scale = np.where(np.isfinite(highest - lowest), 1, 0.5).astype(block.dtype)
+    lowest *= scale
+    span = highest * scale - lowest
+    scaled = block * scale
+    scaled -= lowest
+    scaled /= np.where(span > 0, span, 1)
+    scaled *= num_thresholds
+    bins = scaled.astype(np.int64)
     np.minimum(bins, num_thresholds - 1, out=bins)
     return bins
 

@@ -210,6 +210,9 @@ def _as_4d(maps) -> torch.Tensor:
     maps = torch.as_tensor(maps).detach().cpu()
     if not maps.is_floating_point():
         raise ValueError(f'pred_map must hold floats, got dtype {maps.dtype}')
+    if not maps.numel():
+        raise ValueError('pred_map must hold at least one map of at least one pixel, got shape '
+                         f'{tuple(maps.shape)}')
     if maps.dim() == 2:
         return maps[None, None].float()
     if maps.dim() == 3:
@@ -235,6 +238,10 @@ def label_map(sample: dict, gt_key: str = 'gt_sem_seg') -> np.ndarray:
         label = label[0]
     if label.ndim != 2:
         raise ValueError(f'{gt_key} must be (H, W) or (1, H, W), got shape {label.shape}')
+    fractional = label[label != np.round(label)]  # empty for int dtypes; NaN lands here
+    if fractional.size:
+        raise ValueError(f'{gt_key} must hold integer label ids, got {label.dtype} values such '
+                         f'as {fractional[0].item()!r}')
     return label.astype(np.int64, copy=False)
 
 
