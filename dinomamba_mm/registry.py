@@ -137,10 +137,14 @@ HOOKS = PluginRegistry('hook', MMENGINE_HOOKS, {
     'StrictLoadHook': 'dinomamba_mm.engine.hooks.strict_load_hook',
 })
 
-DATASETS = PluginRegistry('dataset', MMENGINE_DATASETS)
+DATASETS = PluginRegistry('dataset', MMENGINE_DATASETS, {
+    'CocoDataset': 'dinomamba_mm.datasets.coco_dataset',
+})
 DATA_SAMPLERS = PluginRegistry('data sampler', MMENGINE_DATA_SAMPLERS)
 TRANSFORMS = PluginRegistry('transform', MMENGINE_TRANSFORMS, {
     'DINOMultiCrop': 'dinomamba_mm.datasets.transforms.dino_multi_crop',
+    'LoadImageFromFile': 'dinomamba_mm.datasets.transforms.load_image',
+    'LoadSegAnnotations': 'dinomamba_mm.datasets.transforms.load_seg_annotations',
     'RandomGaussianBlur': 'dinomamba_mm.datasets.transforms.random_gaussian_blur',
 })
 FUNCTIONS = PluginRegistry('function', MMENGINE_FUNCTIONS, {
