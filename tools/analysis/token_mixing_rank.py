@@ -205,20 +205,12 @@ def hierarchy(rows: List[dict]) -> List[str]:
 
 
 def write_tables(rows: List[dict], notes: List[str], out_dir: str) -> str:
-    def fmt(value):
-        return f'{value:.2f}' if isinstance(value, float) else str(value)
-
+    cells = [[f'{float(row[c]):.2f}' if isinstance(row[c], (np.floating, float))
+              else str(row[c]) for c in COLUMNS] for row in rows]
     with open(osp.join(out_dir, 'token_mixing_rank.csv'), 'w', newline='') as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        for row in rows:
-            writer.writerow([fmt(float(row[c])) if isinstance(row[c], (np.floating, float))
-                             else row[c] for c in COLUMNS])
+        csv.writer(f).writerows([COLUMNS] + cells)
     lines = ['| ' + ' | '.join(COLUMNS) + ' |', '|' + '---|' * len(COLUMNS)]
-    for row in rows:
-        lines.append('| ' + ' | '.join(
-            fmt(float(row[c])) if isinstance(row[c], (np.floating, float)) else str(row[c])
-            for c in COLUMNS) + ' |')
+    lines += ['| ' + ' | '.join(row) + ' |' for row in cells]
     lines += ['', 'rank_*: numerical rank, sigma > sigma_max * C * eps(float32) '
               '(rank_whole: of the L x L matrix, tolerance with L); erank_*: effective rank '
               '(Roy & Vetterli); means over images, heads, layers and blocks.', ''] + notes

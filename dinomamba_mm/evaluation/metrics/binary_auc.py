@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
+from dinomamba_mm.argument_checks import is_int
 from dinomamba_mm.registry import METRICS
 from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
                                      binary_auc_histograms, check_num_thresholds)
@@ -182,26 +183,21 @@ class BinaryAUC(BaseMetric):
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         summary = self.summarize(results)
         metrics = dict(mean=float(summary['per_image'].mean()))
+        names = summary['names']
         for row, layer in enumerate(summary['layer_ids']):
             metrics[f'layer{layer}'] = float(summary['auc'][row].mean())
-            if len(summary['names']) > 1:
-                for col, name in enumerate(summary['names']):
-                    metrics[f'layer{layer}_{name}'] = float(summary['auc'][row, col])
-            if self.pooled:
-                if len(summary['names']) == 1:
-                    metrics[f'pooled_layer{layer}'] = float(summary['pooled_auc'][row, 0])
-                else:
-                    for col, name in enumerate(summary['names']):
-                        metrics[f'pooled_layer{layer}_{name}'] = float(
-                            summary['pooled_auc'][row, col])
+            for col, name in enumerate(names):  # one map: its AUC is the layer's mean
+                key = f'layer{layer}_{name}' if len(names) > 1 else f'layer{layer}'
+                metrics[key] = float(summary['auc'][row, col])
+                if self.pooled:
+                    metrics[f'pooled_{key}'] = float(summary['pooled_auc'][row, col])
         metrics['num_images'] = summary['num_images']
         metrics['num_skipped'] = summary['num_skipped']
         return metrics
 
 
 def _as_ids(ids: Sequence[int], name: str) -> np.ndarray:
-    if isinstance(ids, int) or not all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
+    if is_int(ids) or not all(is_int(i) for i in ids):
         raise ValueError(f'{name} must be a sequence of ints, got {ids!r}')
     return np.asarray(list(ids), dtype=np.int64)
 

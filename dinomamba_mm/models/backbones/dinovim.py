@@ -225,7 +225,7 @@ class DinoVim(BaseModule):
         self.pad_to_patch = pad_to_patch
         self.interpolate_mode = interpolate_mode
         self.resize_convention = 'dino' if token_layout == 'paper' else 'size'
-        self.out_indices = self._parse_out_indices(out_indices)
+        self.out_indices = check_indices('out_indices', out_indices, self.num_layers)
         self.norm_eval = norm_eval
         self.with_cp = with_cp
 
@@ -315,9 +315,6 @@ class DinoVim(BaseModule):
             raise ValueError(f'register_positions must hold {self.num_extra_tokens} distinct '
                              f'ints >= 0 (one per class / register token), got {positions}')
         return positions
-
-    def _parse_out_indices(self, out_indices, name: str = 'out_indices') -> List[int]:
-        return check_indices(name, out_indices, self.num_layers)
 
     def _init_parameters(self) -> None:
         """Random init of the paper code (Vim / Mamba-2), done at construction."""
@@ -409,11 +406,6 @@ class DinoVim(BaseModule):
         return num_layers - 1, num_layers
 
     # ------------------------------------------------------------------------------- forward
-    def _pad_or_check(self, x: torch.Tensor) -> torch.Tensor:
-        check_image_input(x, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
-        return x
-
     def token_plan(self, patch_resolution: Tuple[int, int],
                    device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
         """Index tensors of the sequence for a patch grid (h, w).
@@ -432,7 +424,9 @@ class DinoVim(BaseModule):
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
         batch = inputs.shape[0]
-        patches, hw = self.patch_embed(self._pad_or_check(inputs))
+        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
+                          self.pad_to_patch)
+        patches, hw = self.patch_embed(inputs)
         pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
                                self.num_extra_tokens, self.interpolate_mode,
                                self.resize_convention)
@@ -485,9 +479,7 @@ class DinoVim(BaseModule):
         """MemoryError before the forward when it cannot fit (it failed inside the mixer, after
         minutes, with the allocator's message)."""
         needed = self.activation_bytes(inputs)
-        if needed < 2**30:
-            return
-        available = available_memory(inputs.device)
+        available = available_memory(inputs.device) if needed >= 2**30 else None
         if available is None or needed <= available:
             return
         grad = torch.is_grad_enabled()
@@ -545,7 +537,7 @@ class DinoVim(BaseModule):
             (positions of the class token / registers) and 'patches' (patch positions in
             raster order).
         """
-        wanted = set(self._parse_out_indices(list(layer_indices), 'layer_indices'))
+        wanted = set(check_indices('layer_indices', list(layer_indices), self.num_layers))
         x, hw, plan = self._embed(inputs)
         tokens = {}
         for i, layer in enumerate(self.layers[:max(wanted) + 1]):
