@@ -1,5 +1,5 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -71,11 +71,12 @@ class LinearViT(VisionTransformer):
                 check_argument("arch['num_heads']", arch['num_heads'],
                                f"an int >= 1 dividing arch['embed_dims'] {dims}", is_int,
                                lambda heads: heads >= 1 and dims % heads == 0)
-        num_layers = self._num_layers(arch)  # None: ViT names the bad arch
+        settings = self.arch_zoo.get(arch.lower(), {}) if isinstance(arch, str) else arch
+        num_layers = settings.get('num_layers') if isinstance(settings, dict) else None
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             num_layers, kwargs.get('frozen_stages', -1),
                             kwargs.get('interpolate_mode', 'bicubic'))
-        if num_layers is not None:
+        if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
         kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
@@ -88,13 +89,6 @@ class LinearViT(VisionTransformer):
                                         drop_path_rate=drop_path_rate))
         if self.frozen_stages > 0:
             self._freeze_stages()
-
-    @classmethod
-    def _num_layers(cls, arch: Union[str, dict]) -> Optional[int]:
-        """Depth of ``arch`` before ViT parses it; None when it is not a known arch."""
-        if isinstance(arch, str):
-            return cls.arch_zoo.get(arch.lower(), {}).get('num_layers')
-        return arch.get('num_layers') if isinstance(arch, dict) else None
 
     def _use_linear_attention(self, kwargs: dict) -> None:
         """Replace each layer's softmax attention by linear attention with the same settings."""
