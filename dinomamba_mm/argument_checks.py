@@ -34,6 +34,12 @@ def check_argument(name: str, value: Any, expected: str, is_type: Callable[[Any]
         raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
+def check_choice(name: str, value: Any, choices: Sequence) -> None:
+    """ValueError "``name`` must be one of ``choices``, got ``repr(value)``" unless value is one."""
+    if value not in choices:
+        raise ValueError(f'{name} must be one of {choices}, got {value!r}')
+
+
 def check_int(name: str, value: Any, minimum: Optional[int] = None,
               maximum: Optional[int] = None) -> None:
     """:func:`check_argument` for an integer (bools excluded) in ``[minimum, maximum]``.

@@ -27,7 +27,7 @@ from typing import Iterator, Tuple, Union
 import numpy as np
 import torch
 
-from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.argument_checks import check_choice, check_int
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -231,8 +231,7 @@ def binary_auc(score_map: ArrayLike,
         A float for one (H, W) map, else a float64 ndarray (N,). Never NaN: a map without a
         foreground or without a background pixel raises ``ValueError`` naming its index.
     """
-    if mode not in AUC_MODES:
-        raise ValueError(f'mode must be one of {AUC_MODES}, got {mode!r}')
+    check_choice('mode', mode, AUC_MODES)
     if mode == 'binned':
         check_num_thresholds(num_thresholds)
     scores, mask, single = _check_inputs(score_map, fg_mask)

@@ -3,7 +3,8 @@ from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from dinomamba_mm.argument_checks import check_argument, check_int, check_number, is_int
+from dinomamba_mm.argument_checks import (check_argument, check_choice, check_int,
+                                          check_number, is_int)
 
 #: modes of ``F.interpolate`` on a 2-D grid (the position-embedding resize)
 INTERPOLATE_MODES = ('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')
@@ -34,9 +35,7 @@ def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in
         TypeError / ValueError naming the argument, what was expected and the value given.
     """
     check_int('frozen_stages', frozen_stages, -1, num_layers)
-    if interpolate_mode not in INTERPOLATE_MODES:
-        raise ValueError(f'interpolate_mode must be one of {INTERPOLATE_MODES}, got '
-                         f'{interpolate_mode!r}')
+    check_choice('interpolate_mode', interpolate_mode, INTERPOLATE_MODES)
     check_int('patch_size', patch_size, 1)
     check_int('in_channels', in_channels, 1)
     check_number('drop_rate', drop_rate, 0, 1, exclusive_maximum=True)

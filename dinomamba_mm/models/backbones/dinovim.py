@@ -14,7 +14,8 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import check_indices, check_int, check_number, is_int
+from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int, check_number,
+                                          is_int)
 from dinomamba_mm.registry import MODELS
 from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
@@ -200,16 +201,12 @@ class DinoVim(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
 
-        if out_type not in self.OUT_TYPES:
-            raise ValueError(f'out_type must be one of {self.OUT_TYPES}, got {out_type!r}')
-        if out_source not in OUT_SOURCES:
-            raise ValueError(f'out_source must be one of {OUT_SOURCES}, got {out_source!r}')
+        check_choice('out_type', out_type, self.OUT_TYPES)
+        check_choice('out_source', out_source, OUT_SOURCES)
         if out_source == 'mixer' and not final_norm:
             raise ValueError("out_source='mixer' outputs norm_f(mixer output) and needs "
                              'final_norm=True')
-        if token_layout not in TOKEN_LAYOUTS:
-            raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
-                             f'{token_layout!r}')
+        check_choice('token_layout', token_layout, TOKEN_LAYOUTS)
         check_int('num_registers', num_registers, 0)
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             self.num_layers, frozen_stages, interpolate_mode)
