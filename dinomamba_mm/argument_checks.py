@@ -1,9 +1,10 @@
 """Constructor-argument checks: TypeError for a wrong type, ValueError for a wrong value, both
 naming the argument, what was expected and the value given."""
 import math
+from argparse import Namespace
 from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 def is_int(value: Any) -> bool:
@@ -33,6 +34,12 @@ def check_argument(name: str, value: Any, expected: str, is_type: Callable[[Any]
         raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
+def check_choice(name: str, value: Any, choices: Sequence) -> None:
+    """ValueError "``name`` must be one of ``choices``, got ``repr(value)``" unless value is one."""
+    if value not in choices:
+        raise ValueError(f'{name} must be one of {choices}, got {value!r}')
+
+
 def check_int(name: str, value: Any, minimum: Optional[int] = None,
               maximum: Optional[int] = None) -> None:
     """:func:`check_argument` for an integer (bools excluded) in ``[minimum, maximum]``.
@@ -51,6 +58,14 @@ def check_int(name: str, value: Any, minimum: Optional[int] = None,
     check_argument(name, value, expected, is_int,
                    lambda v: (minimum is None or v >= minimum)
                    and (maximum is None or v <= maximum))
+
+
+def check_int_options(args: Namespace, minimums: Dict[str, int]) -> None:
+    """:func:`check_int` for the given (not None) int options of a command line, each named as
+    typed (``block_size`` -> ``--block-size``), against its minimum in ``minimums``."""
+    for dest, minimum in minimums.items():
+        if getattr(args, dest) is not None:
+            check_int('--' + dest.replace('_', '-'), getattr(args, dest), minimum)
 
 
 def check_number(name: str, value: Any, minimum: Optional[float] = None,
@@ -77,7 +92,7 @@ def check_indices(name: str, value: Any, length: int) -> List[int]:
 
     Raises:
         TypeError: not an int or a sequence of ints (a str is not one).
-        ValueError: an index outside [-length, length).
+        ValueError: an index outside [-length, length), no index, or one item named twice.
     """
     indices = [value] if is_int(value) else value
     expected = f'an int or a sequence of ints in [-{length}, {length})'
@@ -86,4 +101,10 @@ def check_indices(name: str, value: Any, length: int) -> List[int]:
         raise TypeError(f'{name} must be {expected}, got {value!r}')
     if not all(-length <= i < length for i in indices):
         raise ValueError(f'{name} must be {expected}, got {value!r}')
-    return [int(i) % length for i in indices]
+    if not indices:
+        raise ValueError(f'{name} must hold at least one index, got {value!r}')
+    result = [int(i) % length for i in indices]
+    if len(set(result)) < len(result):
+        raise ValueError(f'{name} must not repeat an index (negative ones count from the end '
+                         f'of {length}), got {value!r}')
+    return result

@@ -89,7 +89,7 @@ STRATEGIES = PluginRegistry('strategy', root.STRATEGIES)
 HOOKS = PluginRegistry('hook', root.HOOKS,
                        ['dinomamba_mm.engine.hooks', 'dinomamba_mm.checkpoints'])
 
-DATASETS = PluginRegistry('dataset', root.DATASETS)
+DATASETS = PluginRegistry('dataset', root.DATASETS, ['dinomamba_mm.datasets'])
 DATA_SAMPLERS = PluginRegistry('data sampler', root.DATA_SAMPLERS)
 TRANSFORMS = PluginRegistry('transform', root.TRANSFORMS, ['dinomamba_mm.datasets'])
 FUNCTIONS = PluginRegistry('function', root.FUNCTIONS, ['dinomamba_mm.datasets'])

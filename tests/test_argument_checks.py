@@ -40,7 +40,7 @@ def test_check_number_exclusive_maximum():
     assert str(info.value) == 'p must be a number in [0, 1), got 1'
 
 
-@pytest.mark.parametrize('value, expected', [(-1, [3]), ([0, -4, 2], [0, 0, 2]), ((), []),
+@pytest.mark.parametrize('value, expected', [(-1, [3]), ([0, -3, 2], [0, 1, 2]),
                                              (np.int32(1), [1])])
 def test_check_indices_resolves_negative_ones(value, expected):
     assert check_indices('idx', value, 4) == expected
@@ -53,6 +53,16 @@ def test_check_indices_refuses(value, error):
     with pytest.raises(error) as info:
         check_indices('idx', value, 4)
     assert str(info.value) == f'idx must be an int or a sequence of ints in [-4, 4), got {value!r}'
+
+
+@pytest.mark.parametrize('value, message', [
+    ((), 'idx must hold at least one index, got ()'),
+    ([0, -4, 2], 'idx must not repeat an index (negative ones count from the end of 4), '
+     'got [0, -4, 2]')])
+def test_check_indices_refuses_no_index_and_repeats(value, message):
+    with pytest.raises(ValueError) as info:  # [0, 0] gave two outputs of one block
+        check_indices('idx', value, 4)
+    assert str(info.value) == message
 
 
 @pytest.mark.parametrize('build, error, message', [

@@ -37,7 +37,7 @@ model = dict(
     head=dict(out_channels=256))
 
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='Resize', scale=(48, 48), backend='pillow',
          interpolation='bicubic'),
     dict(

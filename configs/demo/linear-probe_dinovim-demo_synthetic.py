@@ -52,7 +52,7 @@ model = dict(
         init_cfg=dict(type='Normal', layer='Linear', std=0.01)))
 
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='ResizeEdge', scale=image_size, edge='short', backend='pillow',
          interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=image_size),

@@ -7,9 +7,9 @@ _base_ = '../_base_/datasets/synthetic_ade.py'
 data_root = 'data/synthetic_demo/ade'
 image_size = 128
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='Resize', scale=(image_size, image_size), keep_ratio=True),
-    dict(type='LoadAnnotations'),
+    dict(type='dinomamba_mm.LoadSegAnnotations'),
     dict(type='PackSegInputs'),
 ]
 test_dataloader = dict(dataset=dict(data_root=data_root, pipeline=test_pipeline))

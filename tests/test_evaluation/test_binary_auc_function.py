@@ -173,3 +173,14 @@ def test_binned_is_overflow_safe_near_the_float_range(dtype, magnitude):
                                    atol=1e-2, rtol=0)
     binned = binary_auc((separated * magnitude).astype(dtype), mask, mode='binned')
     np.testing.assert_allclose(binned, 1.0, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize('dtype, tiny', [(np.float32, np.float32(1e-45)),
+                                         (np.float64, 5e-324)])
+def test_binned_separates_maps_that_differ_only_below_the_normal_range(dtype, tiny):
+    """Halving the smallest subnormal gives 0: the map looked constant (0.5, exact gave 1.0)."""
+    mask = np.zeros((4, 4), dtype=bool)
+    mask[:2] = True
+    scores = np.where(mask, tiny, 0).astype(dtype)
+    assert binary_auc(scores, mask, mode='exact') == 1.0  # sklearn's value for separated maps
+    assert binary_auc(scores, mask, mode='binned') == 1.0

@@ -145,3 +145,34 @@ def test_metric_num_thresholds_is_capped(num_thresholds, error):
     with pytest.raises(error, match=r'num_thresholds must be an int in \[2, 1000000\]'):
         METRICS.build(dict(type='dinomamba_mm.BinaryAUC', mode='binned',
                            num_thresholds=num_thresholds))
+
+
+@pytest.mark.parametrize('label', [np.array([[0.5, 1.0], [0.0, 0.0]]),
+                                   np.array([[3.5, 0.0], [1.0, 0.0]], dtype=np.float32)])
+def test_float_label_ids_that_are_not_integers_are_refused(label):
+    """int() truncated them: 0.5 became background, 3.5 class 3, without a word."""
+    metric = METRICS.build(dict(type='dinomamba_mm.BinaryAUC'))
+    sample = {'pred_map': torch.rand(2, 2), 'gt_sem_seg': {'data': torch.as_tensor(label)[None]}}
+    with pytest.raises(ValueError) as info:
+        metric.process(None, [sample])
+    bad = label[label != np.round(label)][0].item()
+    assert str(info.value) == (f'gt_sem_seg must hold integer label ids, got {label.dtype} values '
+                               f'such as {bad!r}')
+
+
+def test_integral_float_labels_are_read_as_ids():
+    metric = METRICS.build(dict(type='dinomamba_mm.BinaryAUC'))
+    label = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    metric.process(None, [{'pred_map': label.clone(), 'gt_sem_seg': {'data': label[None]}}])
+    assert metric.results[0]['auc'].tolist() == [[1.0]]
+
+
+@pytest.mark.parametrize('shape', [(0, 0), (2, 0, 4), (1, 1, 3, 0)])
+def test_empty_pred_maps_are_refused(shape):
+    """A (0, 0) map failed inside torch's interpolate."""
+    metric = METRICS.build(dict(type='dinomamba_mm.BinaryAUC'))
+    sample = {'pred_map': torch.zeros(shape), 'gt_sem_seg': {'data': torch.eye(4)[None].long()}}
+    with pytest.raises(ValueError) as info:
+        metric.process(None, [sample])
+    assert str(info.value) == ('pred_map must hold at least one map of at least one pixel, got '
+                               f'shape {shape}')

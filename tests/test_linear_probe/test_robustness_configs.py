@@ -30,7 +30,7 @@ def test_robustness_config_replaces_the_probe_test_set(path):
     dataset = cfg.test_dataloader.dataset
     assert (dataset.type, dataset.data_root) == (dataset_type, data_root)
     assert [t['type'] for t in dataset.pipeline] == [
-        'LoadImageFromFile', 'ResizeEdge', 'CenterCrop', 'PackInputs']
+        'dinomamba_mm.LoadImageFromFile', 'ResizeEdge', 'CenterCrop', 'PackInputs']
     assert cfg.test_dataloader.sampler == dict(type='DefaultSampler', shuffle=False)
     assert cfg.test_evaluator.type == evaluator_type
     if test_set == 'imagenet-real':

@@ -91,3 +91,20 @@ def test_token_mixing_rank_tool_rejects_bad_model_spec(tmp_path):
     tool = _tool('token_mixing_rank')
     with pytest.raises(ValueError, match='NAME=CONFIG'):
         tool.main(['--out-dir', str(tmp_path), '--model', 'configs/x.py'])
+
+
+@pytest.mark.parametrize('name, argv, message', [
+    ('token_mixing_rank', ['--block-size', '0'], '--block-size must be an int >= 1, got 0'),
+    ('token_mixing_rank', ['--num-images', '0'], '--num-images must be an int >= 1, got 0'),
+    ('token_mixing_rank', ['--depth', '0'], '--depth must be an int >= 1, got 0'),
+    ('token_mixing_rank', ['--img-size', '-8'], '--img-size must be an int >= 1, got -8'),
+    ('binary_auc', ['config.py', '--num-images', '-3'],
+     '--num-images must be an int >= 1, got -3'),
+    ('binary_auc', ['config.py', '--show', '-1'], '--show must be an int >= 0, got -1'),
+])
+def test_analysis_tools_name_bad_numbers(tmp_path, name, argv, message):
+    """--block-size 0 fell back to the default, --num-images 0 failed inside torch.stack, and
+    binary_auc.py --num-images -3 scored no image."""
+    with pytest.raises(ValueError) as info:
+        _tool(name).parse_args(argv + ['--out-dir', str(tmp_path)])
+    assert str(info.value) == message

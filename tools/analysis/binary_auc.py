@@ -44,6 +44,7 @@ from dinomamba_mm.analysis import ClassTokenMapModel
 from dinomamba_mm.analysis.backbone_loading import backbone_config, build_backbone
 from dinomamba_mm.analysis.map_figures import (foreground_mask, pyplot,
                                                save_maps_side_by_side)
+from dinomamba_mm.argument_checks import check_int_options
 from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.evaluation import roc_from_histograms
 from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
@@ -91,7 +92,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--show', type=int, default=4, help='overlays of the first K images')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override settings of CONFIG')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_int_options(args, dict(num_images=1, show=0))
+    return args
 
 
 def build_dataloader(data_cfg: Config, keep_reduce_zero_label: bool,

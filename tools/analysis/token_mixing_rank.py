@@ -44,6 +44,7 @@ from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_bl
 from dinomamba_mm.analysis.backbone_loading import build_backbone
 from dinomamba_mm.analysis.map_figures import pyplot
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
+from dinomamba_mm.argument_checks import check_int_options
 from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.registry import MODELS
 
@@ -86,7 +87,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='C (default: 256 for L >= 1024, else L // 4)')
     parser.add_argument('--seed', type=int, default=0,
                         help='seed of the random models and noise images (default 0)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_int_options(args, dict(img_size=1, patch_size=1, embed_dims=1, num_heads=1, depth=1,
+                                 d_state=1, num_images=1, block_size=1))
+    return args
 
 
 def random_backbones(args: argparse.Namespace) -> Dict[str, torch.nn.Module]:

@@ -2,13 +2,13 @@
 # 1024x1024 as in ViTDet: random resize x [0.1, 2.0], absolute 1024 crop, flip; test resizes the
 # long side to 1024 and pads to 1024x1024.
 # 4 images per GPU (16 GPUs -> the 64 per step of schedule_coco_lsj_100e.py).
-dataset_type = 'CocoDataset'
+dataset_type = 'dinomamba_mm.CocoDataset'
 data_root = 'data/coco/'
 image_size = (1024, 1024)
 backend_args = None
 
 train_pipeline = [
-    dict(type='LoadImageFromFile', backend_args=backend_args),
+    dict(type='dinomamba_mm.LoadImageFromFile', backend_args=backend_args),
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='RandomResize', scale=image_size, ratio_range=(0.1, 2.0),
          keep_ratio=True),
@@ -19,7 +19,7 @@ train_pipeline = [
     dict(type='PackDetInputs'),
 ]
 test_pipeline = [
-    dict(type='LoadImageFromFile', backend_args=backend_args),
+    dict(type='dinomamba_mm.LoadImageFromFile', backend_args=backend_args),
     dict(type='Resize', scale=image_size, keep_ratio=True),
     dict(type='Pad', size=image_size, pad_val=dict(img=(114, 114, 114))),
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),

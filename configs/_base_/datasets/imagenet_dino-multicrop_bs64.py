@@ -7,7 +7,7 @@ dataset_type = 'ImageNet'
 data_root = 'data/imagenet'
 
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(
         type='dinomamba_mm.DINOMultiCrop',
         num_global_crops=2,

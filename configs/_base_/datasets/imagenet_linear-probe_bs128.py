@@ -11,14 +11,14 @@ data_preprocessor = dict(
     to_rgb=True)
 
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='RandomResizedCrop', scale=224, backend='pillow',
          interpolation='bilinear'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='ResizeEdge', scale=256, edge='short', backend='pillow',
          interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=224),

@@ -1,7 +1,7 @@
 # Test loading shared by the robustness test sets (the linear-probe test transform: short side
 # 256 bicubic, centre crop 224). Each set's file names its dataset and evaluator.
 robustness_test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='ResizeEdge', scale=256, edge='short', backend='pillow',
          interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=224),

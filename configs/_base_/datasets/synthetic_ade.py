@@ -20,8 +20,9 @@ dataset_kwargs = dict(
     reduce_zero_label=True)
 
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations'),  # reduce_zero_label comes from the dataset
+    dict(type='dinomamba_mm.LoadImageFromFile'),
+    # reduce_zero_label comes from the dataset; ids are checked against the classes
+    dict(type='dinomamba_mm.LoadSegAnnotations', num_classes=len(classes)),
     dict(type='RandomResize', scale=(1024, 256), ratio_range=(0.5, 2.0),
          keep_ratio=True),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
@@ -30,9 +31,10 @@ train_pipeline = [
     dict(type='PackSegInputs'),
 ]
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='Resize', scale=(1024, 256), keep_ratio=True),
-    dict(type='LoadAnnotations'),  # reduce_zero_label comes from the dataset
+    # reduce_zero_label comes from the dataset (tools/analysis/binary_auc.py switches it off)
+    dict(type='dinomamba_mm.LoadSegAnnotations'),
     dict(type='PackSegInputs'),
 ]
 

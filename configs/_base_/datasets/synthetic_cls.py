@@ -11,13 +11,13 @@ data_preprocessor = dict(
     to_rgb=True)
 
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='RandomResizedCrop', scale=224, crop_ratio_range=(0.5, 1.0)),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    dict(type='dinomamba_mm.LoadImageFromFile'),
     dict(type='ResizeEdge', scale=224, edge='short'),
     dict(type='CenterCrop', crop_size=224),
     dict(type='PackInputs'),

@@ -2,7 +2,7 @@
 # `python tools/data/make_synthetic.py --out data/synthetic`. Masks are uncompressed RLE of the
 # visible parts (rings have holes), which mmdet reads with LoadAnnotations(poly2mask=True), the
 # default; the same LSJ-style pipeline as coco_instance.py, at the synthetic images' 320 px.
-dataset_type = 'CocoDataset'
+dataset_type = 'dinomamba_mm.CocoDataset'
 data_root = 'data/synthetic/coco/'
 classes = ('circle', 'cross', 'hexagon', 'ring', 'square', 'star', 'triangle')
 metainfo = dict(classes=classes)
@@ -10,7 +10,7 @@ image_size = (320, 320)
 backend_args = None
 
 train_pipeline = [
-    dict(type='LoadImageFromFile', backend_args=backend_args),
+    dict(type='dinomamba_mm.LoadImageFromFile', backend_args=backend_args),
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='RandomResize', scale=image_size, ratio_range=(0.5, 1.5),
          keep_ratio=True),
@@ -21,7 +21,7 @@ train_pipeline = [
     dict(type='PackDetInputs'),
 ]
 test_pipeline = [
-    dict(type='LoadImageFromFile', backend_args=backend_args),
+    dict(type='dinomamba_mm.LoadImageFromFile', backend_args=backend_args),
     dict(type='Resize', scale=image_size, keep_ratio=True),
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs',

@@ -1,4 +1,6 @@
 from .dino_multi_crop import DINOMultiCrop
+from .load_image import LoadImageFromFile
+from .load_seg_annotations import LoadSegAnnotations
 from .random_gaussian_blur import RandomGaussianBlur
 
-__all__ = ['DINOMultiCrop', 'RandomGaussianBlur']
+__all__ = ['DINOMultiCrop', 'LoadImageFromFile', 'LoadSegAnnotations', 'RandomGaussianBlur']

@@ -9,9 +9,8 @@ Two modes:
 
 - ``'exact'``: the area under the ROC curve over all distinct scores, computed as the
   Mann-Whitney statistic P(S_fg > S_bg) + 0.5 P(S_fg = S_bg), ties counted half, which is what
-  ``sklearn.metrics.roc_auc_score`` gives. float16/32 maps: one sort of 64-bit (score, label)
-  keys per map (float16 is widened to float32 first, exactly); float64 maps: a sort per class
-  and two binary searches.
+  ``sklearn.metrics.roc_auc_score`` gives: a sort per class and two binary searches per map
+  (float16 is widened to float32 first, exactly).
   Invariant to any strictly increasing transform of S, so min-max normalisation is irrelevant here.
 - ``'binned'``: S is min-max normalised per map to [0, 1] and quantised into ``num_thresholds``
   equal bins (thresholds t_k = k / T, k = 0..T-1); one ``bincount`` per batch of maps gives the
@@ -19,15 +18,16 @@ Two modes:
   thresholds). Equals the exact AUC of the quantised map; its error against the exact mode is at
   most half the fraction of (fg, bg) pairs that share a bin. T is at most
   ``MAX_NUM_THRESHOLDS``: each map's histograms take T x 16 bytes, and finer bins than that
-  gain nothing over the exact mode. The normalisation works on halved scores, so maps spanning
-  the whole float range (where max - min overflows) are binned right.
+  gain nothing over the exact mode. Maps spanning the whole float range (where max - min
+  overflows) are normalised from halved scores, all others from the scores themselves, so maps
+  that differ only below the normal range (subnormal scores) are binned right too.
 """
 from typing import Iterator, Tuple, Union
 
 import numpy as np
 import torch
 
-from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.argument_checks import check_choice, check_int
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -88,50 +88,16 @@ def _check_inputs(score_map: ArrayLike,
 
 
 def _exact_auc(scores: np.ndarray, mask: np.ndarray) -> float:
-    """Mann-Whitney AUC of one map: scores (P,), mask (P,) with both classes present."""
-    if scores.dtype == np.float32:
-        below, tied = _pair_counts_packed(scores, mask)
-    else:
-        below, tied = _pair_counts_split(scores, mask)
-    num_fg = int(np.count_nonzero(mask))
-    return (float(below) + 0.5 * float(tied)) / (
-        float(num_fg) * float(mask.size - num_fg))
+    """Mann-Whitney AUC of one map: scores (P,), mask (P,) with both classes present.
 
-
-def _pair_counts_split(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
-    """(# (fg, bg) pairs with S_bg < S_fg, # pairs with S_bg == S_fg) for any float dtype."""
-    positive = np.sort(scores[mask])
+    Each foreground score, searched in the sorted background scores, counts the background
+    pixels below it (side 'left') and at or below it (side 'right'); the difference is its ties.
+    """
+    positive = scores[mask]
     negative = np.sort(scores[~mask])
     below = np.searchsorted(negative, positive, side='left').sum(dtype=np.int64)
-    below_or_tied = np.searchsorted(
-        negative, positive, side='right').sum(dtype=np.int64)
-    return int(below), int(below_or_tied - below)
-
-
-def _pair_counts_packed(scores: np.ndarray, mask: np.ndarray) -> Tuple[int, int]:
-    """The pair counts of ``_pair_counts_split`` from one sort of 64-bit keys (float32 only).
-
-    Key = (order-preserving int32 image of the score) * 2 + is_fg. After sorting, the k-th
-    foreground pixel (0-based) at position p has p - k background pixels at or below its score;
-    a run of equal scores holding both classes shows as a background key directly followed by
-    the foreground key one above it, and contributes (#fg in run) x (#bg in run) tied pairs.
-    """
-    bits = (scores + np.float32(0)).view(np.int32)  # + 0 turns -0.0 into +0.0
-    keys = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).astype(np.int64)
-    keys <<= 1
-    keys |= mask
-    keys.sort()
-    fg_positions = np.flatnonzero(keys & 1)
-    num_fg = fg_positions.size
-    below_or_tied = int(fg_positions.sum()) - num_fg * (num_fg - 1) // 2
-    mixed = np.flatnonzero(keys[1:] - keys[:-1] == 1) + 1
-    mixed = mixed[(keys[mixed] & 1) == 1]  # first foreground key of a run with background
-    if mixed.size == 0:
-        return below_or_tied, 0
-    run_fg = np.searchsorted(keys, keys[mixed], side='right') - mixed
-    run_bg = mixed - np.searchsorted(keys, keys[mixed] - 1, side='left')
-    tied = int((run_fg * run_bg).sum())
-    return below_or_tied - tied, tied
+    tied = np.searchsorted(negative, positive, side='right').sum(dtype=np.int64) - below
+    return (float(below) + 0.5 * float(tied)) / (float(positive.size) * float(negative.size))
 
 
 def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,
@@ -152,12 +118,8 @@ def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,
     """
     check_num_thresholds(num_thresholds)
     scores, mask, _ = _check_inputs(score_map, fg_mask)
-    fg_hist = np.empty((scores.shape[0], num_thresholds), dtype=np.int64)
-    bg_hist = np.empty_like(fg_hist)
-    for start, fg_block, bg_block in _histogram_blocks(scores, mask, num_thresholds):
-        fg_hist[start:start + len(fg_block)] = fg_block
-        bg_hist[start:start + len(bg_block)] = bg_block
-    return fg_hist, bg_hist
+    fg_blocks, bg_blocks = zip(*_histogram_blocks(scores, mask, num_thresholds))
+    return np.concatenate(fg_blocks), np.concatenate(bg_blocks)
 
 
 def check_num_thresholds(num_thresholds: int) -> None:
@@ -173,24 +135,28 @@ def check_num_thresholds(num_thresholds: int) -> None:
 def _bin_indices(block: np.ndarray, num_thresholds: int) -> np.ndarray:
     """(M, P) scores -> (M, P) int64 bins in [0, T) of the per-map min-max normalised scores.
 
-    Halved scores keep max - min finite even for maps spanning the whole float range (halving
-    is exact), and dividing by the span before scaling by T keeps every step <= T; a constant
-    map goes into bin 0.
+    Maps whose max - min overflows are normalised from halved scores (halving is exact at that
+    magnitude; below the normal range it would round the scores to 0), and dividing by the span
+    before scaling by T keeps every step <= T; a constant map goes into bin 0.
     """
-    half = block * block.dtype.type(0.5)
-    lowest = half.min(axis=1, keepdims=True)
-    span = half.max(axis=1, keepdims=True) - lowest
-    half -= lowest
-    half /= np.where(span > 0, span, 1)
-    half *= num_thresholds
-    bins = half.astype(np.int64)
+    lowest = block.min(axis=1, keepdims=True)
+    highest = block.max(axis=1, keepdims=True)
+    with np.errstate(over='ignore'):
+        scale = np.where(np.isfinite(highest - lowest), 1, 0.5).astype(block.dtype)
+    lowest *= scale
+    span = highest * scale - lowest
+    scaled = block * scale
+    scaled -= lowest
+    scaled /= np.where(span > 0, span, 1)
+    scaled *= num_thresholds
+    bins = scaled.astype(np.int64)
     np.minimum(bins, num_thresholds - 1, out=bins)
     return bins
 
 
 def _histogram_blocks(scores: np.ndarray, mask: np.ndarray,
-                      num_thresholds: int) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
-    """(first map, fg_hist (M, T), bg_hist (M, T)) for blocks of maps of bounded size."""
+                      num_thresholds: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+    """(fg_hist (M, T), bg_hist (M, T)) int64 for consecutive blocks of maps of bounded size."""
     num_maps, num_pixels = scores.shape
     maps_per_call = max(1, _BINNED_PIXELS_PER_CALL // max(num_pixels, num_thresholds))
     for start in range(0, num_maps, maps_per_call):
@@ -201,7 +167,7 @@ def _histogram_blocks(scores: np.ndarray, mask: np.ndarray,
         keys = (bins + offsets) * 2 + mask[start:start + maps_per_call]
         counts = np.bincount(keys.ravel(), minlength=block.shape[0] * num_thresholds * 2)
         counts = counts.reshape(-1, num_thresholds, 2)
-        yield start, counts[..., 1], counts[..., 0]
+        yield counts[..., 1], counts[..., 0]
 
 
 def auc_from_histograms(fg_hist: np.ndarray, bg_hist: np.ndarray) -> np.ndarray:
@@ -265,8 +231,7 @@ def binary_auc(score_map: ArrayLike,
         A float for one (H, W) map, else a float64 ndarray (N,). Never NaN: a map without a
         foreground or without a background pixel raises ``ValueError`` naming its index.
     """
-    if mode not in AUC_MODES:
-        raise ValueError(f'mode must be one of {AUC_MODES}, got {mode!r}')
+    check_choice('mode', mode, AUC_MODES)
     if mode == 'binned':
         check_num_thresholds(num_thresholds)
     scores, mask, single = _check_inputs(score_map, fg_mask)
@@ -274,6 +239,6 @@ def binary_auc(score_map: ArrayLike,
         aucs = np.array([_exact_auc(s, m) for s, m in zip(scores, mask)],
                         dtype=np.float64)
     else:
-        aucs = np.concatenate([auc_from_histograms(fg, bg) for _, fg, bg in
+        aucs = np.concatenate([auc_from_histograms(fg, bg) for fg, bg in
                                _histogram_blocks(scores, mask, num_thresholds)])
     return float(aucs[0]) if single else aucs

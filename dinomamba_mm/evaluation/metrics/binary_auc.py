@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
+from dinomamba_mm.argument_checks import check_choice, is_int
 from dinomamba_mm.registry import METRICS
 from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
                                      binary_auc_histograms, check_num_thresholds)
@@ -75,8 +76,7 @@ class BinaryAUC(BaseMetric):
                  collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
-        if mode not in AUC_MODES:
-            raise ValueError(f'mode must be one of {AUC_MODES}, got {mode!r}')
+        check_choice('mode', mode, AUC_MODES)
         check_num_thresholds(num_thresholds)
         self.background_ids = _as_ids(background_ids, 'background_ids')
         self.ignore_ids = _as_ids(ignore_ids, 'ignore_ids')
@@ -182,26 +182,21 @@ class BinaryAUC(BaseMetric):
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         summary = self.summarize(results)
         metrics = dict(mean=float(summary['per_image'].mean()))
+        names = summary['names']
         for row, layer in enumerate(summary['layer_ids']):
             metrics[f'layer{layer}'] = float(summary['auc'][row].mean())
-            if len(summary['names']) > 1:
-                for col, name in enumerate(summary['names']):
-                    metrics[f'layer{layer}_{name}'] = float(summary['auc'][row, col])
-            if self.pooled:
-                if len(summary['names']) == 1:
-                    metrics[f'pooled_layer{layer}'] = float(summary['pooled_auc'][row, 0])
-                else:
-                    for col, name in enumerate(summary['names']):
-                        metrics[f'pooled_layer{layer}_{name}'] = float(
-                            summary['pooled_auc'][row, col])
+            for col, name in enumerate(names):  # one map: its AUC is the layer's mean
+                key = f'layer{layer}_{name}' if len(names) > 1 else f'layer{layer}'
+                metrics[key] = float(summary['auc'][row, col])
+                if self.pooled:
+                    metrics[f'pooled_{key}'] = float(summary['pooled_auc'][row, col])
         metrics['num_images'] = summary['num_images']
         metrics['num_skipped'] = summary['num_skipped']
         return metrics
 
 
 def _as_ids(ids: Sequence[int], name: str) -> np.ndarray:
-    if isinstance(ids, int) or not all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
+    if is_int(ids) or not all(is_int(i) for i in ids):
         raise ValueError(f'{name} must be a sequence of ints, got {ids!r}')
     return np.asarray(list(ids), dtype=np.int64)
 
@@ -210,6 +205,9 @@ def _as_4d(maps) -> torch.Tensor:
     maps = torch.as_tensor(maps).detach().cpu()
     if not maps.is_floating_point():
         raise ValueError(f'pred_map must hold floats, got dtype {maps.dtype}')
+    if not maps.numel():
+        raise ValueError('pred_map must hold at least one map of at least one pixel, got shape '
+                         f'{tuple(maps.shape)}')
     if maps.dim() == 2:
         return maps[None, None].float()
     if maps.dim() == 3:
@@ -235,6 +233,10 @@ def label_map(sample: dict, gt_key: str = 'gt_sem_seg') -> np.ndarray:
         label = label[0]
     if label.ndim != 2:
         raise ValueError(f'{gt_key} must be (H, W) or (1, H, W), got shape {label.shape}')
+    fractional = label[label != np.round(label)]  # empty for int dtypes; NaN lands here
+    if fractional.size:
+        raise ValueError(f'{gt_key} must hold integer label ids, got {label.dtype} values such '
+                         f'as {fractional[0].item()!r}')
     return label.astype(np.int64, copy=False)
 
 

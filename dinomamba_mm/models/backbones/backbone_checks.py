@@ -1,13 +1,25 @@
 """Argument and input checks shared by the backbones (DinoVim, LinearViT): one wording for all."""
-from typing import Any, Sequence, Tuple, Union
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from dinomamba_mm.argument_checks import check_argument, check_int, check_number, is_int
+from dinomamba_mm.argument_checks import (check_argument, check_choice, check_int,
+                                          check_number, is_int)
+
+#: modes of ``F.interpolate`` on a 2-D grid (the position-embedding resize)
+INTERPOLATE_MODES = ('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')
+
+
+def check_arch_fields(arch: Mapping, fields: Sequence[str]) -> None:
+    """Each of ``fields`` present in an ``arch`` dict is an int >= 1, named ``arch['field']``."""
+    for field in fields:
+        if field in arch:
+            check_int(f"arch['{field}']", arch[field], 1)
 
 
 def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in_channels: Any,
-                        drop_rate: Any, drop_path_rate: Any) -> None:
+                        drop_rate: Any, drop_path_rate: Any, num_layers: Optional[int],
+                        frozen_stages: Any, interpolate_mode: Any) -> None:
     """Check the arguments every backbone shares.
 
     Args:
@@ -15,10 +27,15 @@ def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in
         patch_size: an int >= 1.
         in_channels: an int >= 1.
         drop_rate, drop_path_rate: numbers in [0, 1) (1 would drop everything: NaN in training).
+        num_layers: the backbone's depth (already checked; None: not known yet).
+        frozen_stages: an int in [-1, num_layers] (more would freeze nothing more).
+        interpolate_mode: one of :data:`INTERPOLATE_MODES`.
 
     Raises:
         TypeError / ValueError naming the argument, what was expected and the value given.
     """
+    check_int('frozen_stages', frozen_stages, -1, num_layers)
+    check_choice('interpolate_mode', interpolate_mode, INTERPOLATE_MODES)
     check_int('patch_size', patch_size, 1)
     check_int('in_channels', in_channels, 1)
     check_number('drop_rate', drop_rate, 0, 1, exclusive_maximum=True)

@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import inspect
 import logging
 import math
 from functools import lru_cache
@@ -13,16 +14,33 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import check_indices, check_int, is_int
+from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int, check_number,
+                                          is_int)
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import check_backbone_args, check_image_input
+from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
+from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
+
+
+def available_memory(device: torch.device) -> Optional[int]:
+    """Bytes a new tensor can still take on ``device``: free GPU memory plus what PyTorch's
+    cache holds unused; on the CPU, Linux's MemAvailable. None where it cannot be told."""
+    if device.type == 'cuda':
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if device.type != 'cpu':
+        return None
+    try:
+        with open('/proc/meminfo') as meminfo:
+            line = next(line for line in meminfo if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) * 1024
 
 
 def _even_positions(num_patches: int, num_extra: int) -> List[int]:
@@ -183,18 +201,16 @@ class DinoVim(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
 
-        if out_type not in self.OUT_TYPES:
-            raise ValueError(f'out_type must be one of {self.OUT_TYPES}, got {out_type!r}')
-        if out_source not in OUT_SOURCES:
-            raise ValueError(f'out_source must be one of {OUT_SOURCES}, got {out_source!r}')
+        check_choice('out_type', out_type, self.OUT_TYPES)
+        check_choice('out_source', out_source, OUT_SOURCES)
         if out_source == 'mixer' and not final_norm:
             raise ValueError("out_source='mixer' outputs norm_f(mixer output) and needs "
                              'final_norm=True')
-        if token_layout not in TOKEN_LAYOUTS:
-            raise ValueError(f'token_layout must be one of {TOKEN_LAYOUTS}, got '
-                             f'{token_layout!r}')
+        check_choice('token_layout', token_layout, TOKEN_LAYOUTS)
         check_int('num_registers', num_registers, 0)
-        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
+                            self.num_layers, frozen_stages, interpolate_mode)
+        check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -206,7 +222,7 @@ class DinoVim(BaseModule):
         self.pad_to_patch = pad_to_patch
         self.interpolate_mode = interpolate_mode
         self.resize_convention = 'dino' if token_layout == 'paper' else 'size'
-        self.out_indices = self._parse_out_indices(out_indices)
+        self.out_indices = check_indices('out_indices', out_indices, self.num_layers)
         self.norm_eval = norm_eval
         self.with_cp = with_cp
 
@@ -265,7 +281,9 @@ class DinoVim(BaseModule):
         if unknown:
             raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
                              f'{list(ARCH_REQUIRED_KEYS) + list(ARCH_DEFAULTS)}')
-        return {**ARCH_DEFAULTS, **arch}
+        arch = {**ARCH_DEFAULTS, **arch}
+        check_arch_fields(arch, list(arch))
+        return arch
 
     def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
         mixer_cfg = dict(mixer_cfg or {})
@@ -274,6 +292,10 @@ class DinoVim(BaseModule):
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
         settings = {k: v for k, v in self.arch_settings.items()
                     if k not in ('embed_dims', 'num_layers')}
+        defaults = inspect.signature(BidirectionalMamba2Mixer).parameters
+        dt_min, dt_max = (mixer_cfg.get(k, defaults[k].default) for k in ('dt_min', 'dt_max'))
+        check_number("mixer_cfg['dt_min']", dt_min, 0, exclusive_minimum=True)
+        check_number("mixer_cfg['dt_max']", dt_max, dt_min)
         return {**settings, **mixer_cfg}
 
     def _parse_positions(self, positions) -> Optional[Tuple[int, ...]]:
@@ -290,9 +312,6 @@ class DinoVim(BaseModule):
             raise ValueError(f'register_positions must hold {self.num_extra_tokens} distinct '
                              f'ints >= 0 (one per class / register token), got {positions}')
         return positions
-
-    def _parse_out_indices(self, out_indices, name: str = 'out_indices') -> List[int]:
-        return check_indices(name, out_indices, self.num_layers)
 
     def _init_parameters(self) -> None:
         """Random init of the paper code (Vim / Mamba-2), done at construction."""
@@ -384,11 +403,6 @@ class DinoVim(BaseModule):
         return num_layers - 1, num_layers
 
     # ------------------------------------------------------------------------------- forward
-    def _pad_or_check(self, x: torch.Tensor) -> torch.Tensor:
-        check_image_input(x, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
-        return x
-
     def token_plan(self, patch_resolution: Tuple[int, int],
                    device: Optional[torch.device] = None) -> Dict[str, torch.Tensor]:
         """Index tensors of the sequence for a patch grid (h, w).
@@ -407,7 +421,9 @@ class DinoVim(BaseModule):
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
         batch = inputs.shape[0]
-        patches, hw = self.patch_embed(self._pad_or_check(inputs))
+        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
+                          self.pad_to_patch)
+        patches, hw = self.patch_embed(inputs)
         pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
                                self.num_extra_tokens, self.interpolate_mode,
                                self.resize_convention)
@@ -431,8 +447,56 @@ class DinoVim(BaseModule):
             return patches.mean(dim=1)
         return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
 
+    def activation_bytes(self, inputs: torch.Tensor) -> int:
+        """A lower bound of the activation memory a forward (and backward, when grad is enabled)
+        of ``inputs`` (B, C, H, W) takes: the residual stream, one mixer's in_proj output and,
+        per scan direction, its conv output, its output and the chunk scan's (Q x Q per chunk)
+        products, over a segment when the mixer runs in segments, and kept for every block when
+        grad is enabled (only the block inputs with ``with_cp``). Measured CPU peaks are
+        1.2-2x it (4.5x with ``with_cp``).
+        """
+        mixer = self.layers[0].mixer
+        height, width = (-(-s // self.patch_size) for s in inputs.shape[-2:])
+        tokens = height * width + self.num_extra_tokens + self.paper_cls_layout
+        grad = torch.is_grad_enabled()
+        segment = tokens if grad or not mixer.segment_len else min(tokens, mixer.segment_len)
+        per_direction = mixer.conv_dim + mixer.d_inner + mixer.num_heads * min(
+            mixer.chunk_size, segment)
+        block = tokens * mixer.in_proj.out_features + 2 * segment * per_direction
+        if grad:
+            block = (self.num_layers * tokens * self.embed_dims + block if self.with_cp else
+                     self.num_layers * (block + 2 * tokens * self.embed_dims))
+        else:
+            block += 2 * tokens * self.embed_dims
+        device = inputs.device.type
+        itemsize = 2 if device in ('cpu', 'cuda') and torch.is_autocast_enabled(device) else 4
+        return len(inputs) * block * itemsize
+
+    def _check_memory(self, inputs: torch.Tensor) -> None:
+        """MemoryError before the forward when it cannot fit (it failed inside the mixer, after
+        minutes, with the allocator's message)."""
+        needed = self.activation_bytes(inputs)
+        available = available_memory(inputs.device) if needed >= 2**30 else None
+        if available is None or needed <= available:
+            return
+        grad = torch.is_grad_enabled()
+        raise MemoryError(
+            f'{type(self).__name__}: an input of shape {tuple(inputs.shape)} needs at least '
+            f'{needed / 2**30:.1f} GiB of activation memory ({"training" if grad else "no-grad"} '
+            f'forward), {available / 2**30:.1f} GiB is available on {inputs.device}. Lower it '
+            'with a smaller batch or input size, ' + (
+                '--cfg-options model.backbone.with_cp=True (activation checkpointing)' if grad
+                else '--cfg-options model.backbone.mixer_cfg.segment_len=512 (segmented '
+                'forward)'))
+
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type)."""
+        """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type).
+
+        Raises:
+            MemoryError: the forward's :meth:`activation_bytes` exceed the device's
+                available memory.
+        """
+        self._check_memory(inputs)
         x, hw, plan = self._embed(inputs)
         outs = []
         for i, layer in enumerate(self.layers):
@@ -470,7 +534,7 @@ class DinoVim(BaseModule):
             (positions of the class token / registers) and 'patches' (patch positions in
             raster order).
         """
-        wanted = set(self._parse_out_indices(list(layer_indices), 'layer_indices'))
+        wanted = set(check_indices('layer_indices', list(layer_indices), self.num_layers))
         x, hw, plan = self._embed(inputs)
         tokens = {}
         for i, layer in enumerate(self.layers[:max(wanted) + 1]):

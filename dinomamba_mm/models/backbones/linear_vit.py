@@ -1,16 +1,16 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
-from dinomamba_mm.argument_checks import check_indices
+from dinomamba_mm.argument_checks import check_argument, check_indices, is_int
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
-from .backbone_checks import check_backbone_args, check_image_input
+from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 
 @MODELS.register_module()
@@ -63,8 +63,19 @@ class LinearViT(VisionTransformer):
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')
-        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate)
-        num_layers = self._num_layers(arch)
+        if isinstance(arch, dict):
+            check_arch_fields(arch, ('embed_dims', 'num_layers', 'num_heads',
+                                     'feedforward_channels'))
+            if {'embed_dims', 'num_heads'} <= set(arch):  # else ViT names the missing key
+                dims = arch['embed_dims']
+                check_argument("arch['num_heads']", arch['num_heads'],
+                               f"an int >= 1 dividing arch['embed_dims'] {dims}", is_int,
+                               lambda heads: heads >= 1 and dims % heads == 0)
+        settings = self.arch_zoo.get(arch.lower(), {}) if isinstance(arch, str) else arch
+        num_layers = settings.get('num_layers') if isinstance(settings, dict) else None
+        check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
+                            num_layers, kwargs.get('frozen_stages', -1),
+                            kwargs.get('interpolate_mode', 'bicubic'))
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
         kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
@@ -78,13 +89,6 @@ class LinearViT(VisionTransformer):
                                         drop_path_rate=drop_path_rate))
         if self.frozen_stages > 0:
             self._freeze_stages()
-
-    @classmethod
-    def _num_layers(cls, arch: Union[str, dict]) -> Optional[int]:
-        """Depth of ``arch`` before ViT parses it; None when it is not a known arch."""
-        if isinstance(arch, str):
-            return cls.arch_zoo.get(arch.lower(), {}).get('num_layers')
-        return arch.get('num_layers') if isinstance(arch, dict) else None
 
     def _use_linear_attention(self, kwargs: dict) -> None:
         """Replace each layer's softmax attention by linear attention with the same settings."""
@@ -151,9 +155,7 @@ class LinearViT(VisionTransformer):
             {layer index: (phi_q, phi_k)}, each (B, heads, L, head_dims) over the full sequence
             (class token first).
         """
-        wanted = sorted(set(check_indices('layer_indices', layer_indices, self.num_layers)))
-        if not wanted:
-            raise ValueError('layer_indices must name at least one layer')
+        wanted = sorted(check_indices('layer_indices', layer_indices, self.num_layers))
         self._check_input(inputs)
         x, patch_resolution = self.patch_embed(inputs)
         if self.cls_token is not None:

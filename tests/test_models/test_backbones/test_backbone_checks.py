@@ -12,11 +12,11 @@ VIT_ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=6
 
 
 def dinovim(**kwargs):
-    return DinoVim(arch=DINOVIM_ARCH, **{'img_size': 32, 'patch_size': 8, **kwargs})
+    return DinoVim(**{'arch': DINOVIM_ARCH, 'img_size': 32, 'patch_size': 8, **kwargs})
 
 
 def linear_vit(**kwargs):
-    return LinearViT(arch=VIT_ARCH, **{'img_size': 32, 'patch_size': 8, **kwargs})
+    return LinearViT(**{'arch': VIT_ARCH, 'img_size': 32, 'patch_size': 8, **kwargs})
 
 
 BACKBONES = [pytest.param(dinovim, id='DinoVim'), pytest.param(linear_vit, id='LinearViT')]
@@ -53,6 +53,84 @@ def test_bad_arguments_name_the_argument_alike(build, kwargs, error, message):
     with pytest.raises(error) as info:
         build(**kwargs)
     assert str(info.value) == message
+
+
+MODES = "('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')"
+
+
+@pytest.mark.parametrize('build', BACKBONES)
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(frozen_stages=3), ValueError, 'frozen_stages must be an int in [-1, 2], got 3'),
+    (dict(frozen_stages=1.0), TypeError, 'frozen_stages must be an int in [-1, 2], got 1.0'),
+    (dict(out_indices=[]), ValueError, 'out_indices must hold at least one index, got []'),
+    (dict(out_indices=[0, 0]), ValueError,
+     'out_indices must not repeat an index (negative ones count from the end of 2), '
+     'got [0, 0]'),
+    (dict(out_indices=[1, -1]), ValueError,
+     'out_indices must not repeat an index (negative ones count from the end of 2), '
+     'got [1, -1]'),
+    (dict(interpolate_mode='cubic'), ValueError,
+     f"interpolate_mode must be one of {MODES}, got 'cubic'"),
+])
+def test_bad_shared_arguments_name_the_argument(build, kwargs, error, message):
+    with pytest.raises(error) as info:
+        build(**kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize('build, arch', [(dinovim, DINOVIM_ARCH), (linear_vit, VIT_ARCH)],
+                         ids=['DinoVim', 'LinearViT'])
+@pytest.mark.parametrize('field, value, error, expected', [
+    ('embed_dims', 'abc', TypeError, 'an int >= 1'),
+    ('embed_dims', -32, ValueError, 'an int >= 1'),
+    ('embed_dims', 0, ValueError, 'an int >= 1'),
+    ('num_layers', 2.5, TypeError, 'an int >= 1'),
+    ('num_layers', 0, ValueError, 'an int >= 1'),
+])
+def test_bad_arch_fields_are_named(build, arch, field, value, error, expected):
+    with pytest.raises(error) as info:
+        build(arch={**arch, field: value})
+    assert str(info.value) == f"arch['{field}'] must be {expected}, got {value!r}"
+
+
+@pytest.mark.parametrize('field, value, error, message', [
+    ('headdim', 0, ValueError, "arch['headdim'] must be an int >= 1, got 0"),
+    ('d_conv', 0, ValueError, "arch['d_conv'] must be an int >= 1, got 0"),
+    ('expand', 0, ValueError, "arch['expand'] must be an int >= 1, got 0"),
+    ('expand', 1.5, TypeError, "arch['expand'] must be an int >= 1, got 1.5"),
+    ('d_state', 0, ValueError, "arch['d_state'] must be an int >= 1, got 0"),
+    ('ngroups', 0, ValueError, "arch['ngroups'] must be an int >= 1, got 0"),
+])
+def test_bad_dinovim_arch_fields_are_named(field, value, error, message):
+    with pytest.raises(error) as info:
+        dinovim(arch={**DINOVIM_ARCH, field: value})
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf], got 0.0'),
+    (dict(norm_eps=-1e-5), ValueError, 'norm_eps must be a number in (0, inf], got -1e-05'),
+    (dict(mixer_cfg=dict(dt_min=0.5, dt_max=0.1)), ValueError,
+     "mixer_cfg['dt_max'] must be a number in [0.5, inf], got 0.1"),
+    (dict(mixer_cfg=dict(dt_min=0.)), ValueError,
+     "mixer_cfg['dt_min'] must be a number in (0, inf], got 0.0"),
+])
+def test_bad_dinovim_numbers_are_named(kwargs, error, message):
+    with pytest.raises(error) as info:
+        dinovim(**kwargs)
+    assert str(info.value) == message
+
+
+def test_linear_vit_heads_must_divide_the_width():
+    with pytest.raises(ValueError) as info:
+        linear_vit(arch={**VIT_ARCH, 'num_heads': 3})
+    assert str(info.value) == ("arch['num_heads'] must be an int >= 1 dividing arch['embed_dims'] "
+                               '32, got 3')
+
+
+def test_all_frozen_is_allowed_and_frozen():
+    model = dinovim(frozen_stages=2)
+    assert not any(p.requires_grad for p in model.parameters())
 
 
 def test_registers_need_at_least_one():

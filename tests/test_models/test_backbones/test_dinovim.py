@@ -1,4 +1,6 @@
 """DinoVim / DinoMambaReg: output shapes, token layouts, freezing, counts, registry scopes."""
+import os.path as osp
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -253,3 +255,72 @@ def test_activation_checkpointing_gives_the_same_gradients():
         grads.append({n: p.grad for n, p in model.named_parameters()})
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, msg=name)
+
+
+PEAK_PROBE = r'''
+import sys, torch
+from dinomamba_mm.models.backbones import DinoVim
+torch.set_num_threads(1)
+side, grad, segment = int(sys.argv[1]), sys.argv[2] == '1', int(sys.argv[3]) or None
+model = DinoVim(arch=dict(embed_dims=128, num_layers=2, headdim=32, d_state=32), img_size=64,
+                patch_size=16, drop_path_rate=0., mixer_cfg=dict(segment_len=segment))
+inputs = torch.randn(1, 3, side, side)
+def status(key):
+    return int(next(line for line in open('/proc/self/status')
+                    if line.startswith(key)).split()[1]) * 1024
+with torch.set_grad_enabled(grad):
+    estimate = model.activation_bytes(inputs)
+    base = status('VmRSS:')
+    outs = model(inputs)
+    if grad:
+        outs[0].sum().backward()
+print('RESULT', estimate, status('VmHWM:') - base)
+'''
+
+
+@pytest.mark.skipif(not osp.exists('/proc/self/status'), reason='reads Linux process status')
+@pytest.mark.parametrize('grad, segment', [(False, 0), (False, 256), (True, 0)])
+def test_activation_bytes_is_a_lower_bound_of_the_measured_peak(grad, segment):
+    """The oracle: the process's measured peak resident memory during the forward."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, '-c', PEAK_PROBE, '1024', str(int(grad)),
+                           str(segment)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    estimate, peak = map(int, proc.stdout.split('RESULT')[-1].split())
+    assert estimate <= peak <= 3 * estimate
+
+
+def test_an_input_too_large_for_the_memory_is_refused_before_the_forward(monkeypatch):
+    """An 8192 x 8192 image into DinoVim-B ran for 2 minutes, then failed inside the mixer with
+    the allocator's message."""
+    from dinomamba_mm.models.backbones import dinovim as dinovim_module
+    monkeypatch.setattr(dinovim_module, 'available_memory', lambda device: 2**30)
+    model = DinoVim(arch=dict(embed_dims=64, num_layers=2, headdim=16, d_state=16),
+                    img_size=64, patch_size=16)
+    inputs = torch.empty(1, 3, 8192, 8192, device='meta')  # nothing allocated
+    with torch.no_grad():
+        needed = model.activation_bytes(inputs) / 2**30
+        assert needed > 1
+        with pytest.raises(MemoryError) as info:
+            model(inputs)
+    assert str(info.value) == (
+        f'DinoVim: an input of shape (1, 3, 8192, 8192) needs at least {needed:.1f} GiB of '
+        'activation memory (no-grad forward), 1.0 GiB is available on meta. Lower it with a '
+        'smaller batch or input size, --cfg-options model.backbone.mixer_cfg.segment_len=512 '
+        '(segmented forward)')
+    model.layers[0].mixer.segment_len = 512  # what the advice sets: the forward now fits
+    with torch.no_grad():
+        assert model.activation_bytes(inputs) < 2**30
+    with pytest.raises(MemoryError, match=r'\(training forward\).*model.backbone.with_cp=True'):
+        model(inputs)
+
+
+def test_dinovim_b_at_8192_needs_more_than_20_gib_without_segments():
+    """Hand count, no grad: 262,145 tokens x (2 x 768 residual + 3224 in_proj + 2 x (1664 conv
+    + 1536 y + 24 heads x 256 chunk products)) x 4 bytes = 22.9 GiB."""
+    model = DinoVim(arch=dict(embed_dims=768, num_layers=1, headdim=64, d_state=64),
+                    img_size=32, patch_size=16)
+    with torch.no_grad():
+        needed = model.activation_bytes(torch.empty(1, 3, 8192, 8192, device='meta'))
+    assert needed == 262145 * (2 * 768 + 3224 + 2 * (1664 + 1536 + 24 * 256)) * 4

@@ -1,0 +1,150 @@
+"""Unreadable images, faulty label maps and broken COCO files, loaded as the configs load them:
+each error names the file and what is wrong in it (mmcv, mmseg and pycocotools named none)."""
+import json
+import os.path as osp
+
+import cv2
+import numpy as np
+import pytest
+from mmengine.config import Config
+from mmengine.registry import TRANSFORMS, DefaultScope
+
+import dinomamba_mm  # noqa: F401
+
+CONFIGS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs')
+
+
+def config(name):
+    return Config.fromfile(osp.join(CONFIGS, name))
+
+
+def build(transform_cfg, scope='mmseg', **kwargs):
+    """A transform of a config, built as a run in the config's scope builds it."""
+    with DefaultScope.overwrite_default_scope(scope):
+        return TRANSFORMS.build({**transform_cfg, **kwargs})
+
+
+@pytest.mark.parametrize('name, scope', [('_base_/datasets/synthetic_cls.py', 'mmpretrain'),
+                                         ('_base_/datasets/synthetic_ade.py', 'mmseg'),
+                                         ('_base_/datasets/synthetic_coco.py', 'mmdet'),
+                                         ('_base_/datasets/imagenet_dino-multicrop_bs64.py',
+                                          'mmpretrain')])
+@pytest.mark.parametrize('content, problem', [
+    (b'', 'the file is empty (0 bytes)'),
+    (b'\x00junk' * 10, 'its 50 bytes do not decode (AssertionError: failed to load image: ')])
+def test_an_unreadable_image_is_fatal_and_named(tmp_path, name, scope, content, problem):
+    """mmcv raised cv2.error '!buf.empty()' for the empty file, naming no file."""
+    path = tmp_path / 'broken.jpg'
+    path.write_bytes(content)
+    load = build(config(name).train_pipeline[0], scope)
+    with pytest.raises(OSError) as info:
+        load(dict(img_path=str(path)))
+    assert str(info.value).startswith(f"cannot load image '{path}': {problem}")
+
+
+def test_ignore_empty_skips_with_a_warning_naming_the_file(tmp_path, capsys):
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('skip_test')  # a fresh current logger, writing to what capsys reads
+    path = tmp_path / 'empty.jpg'
+    path.write_bytes(b'')
+    load = build(config('_base_/datasets/synthetic_cls.py').train_pipeline[0], 'mmpretrain',
+                 ignore_empty=True)
+    assert load(dict(img_path=str(path))) is None
+    assert f"skipped image '{path}' (ignore_empty=True): the file is empty (0 bytes)" \
+        in capsys.readouterr().out
+
+
+def _ade_sample(tmp_path, label, image_shape=(8, 8)):
+    image_path, label_path = tmp_path / 'a.jpg', tmp_path / 'a.png'
+    cv2.imwrite(str(image_path), np.zeros((*image_shape, 3), np.uint8))
+    cv2.imwrite(str(label_path), label)
+    return dict(img_path=str(image_path), seg_map_path=str(label_path), reduce_zero_label=True,
+                seg_fields=[])
+
+
+def _load_ade(sample):
+    pipeline = config('_base_/datasets/synthetic_ade.py').train_pipeline
+    return build(pipeline[1])(build(pipeline[0])(sample))
+
+
+def test_a_good_label_map_loads(tmp_path):
+    label = np.arange(64, dtype=np.uint8).reshape(8, 8) % 8  # 0 (background) .. 7 classes
+    result = _load_ade(_ade_sample(tmp_path, label))
+    np.testing.assert_array_equal(result['gt_seg_map'], np.where(label == 0, 255, label - 1))
+
+
+@pytest.mark.parametrize('label, image_shape, message', [
+    (np.zeros((8, 8, 3), np.uint8), (8, 8),
+     "label map '{label}' has shape (8, 8, 3): expected one channel of class ids (H, W); "
+     'convert a colour-coded map to ids'),
+    (np.zeros((6, 8), np.uint8), (8, 8),
+     "label map '{label}' is 6x8 but its image '{image}' is 8x8"),
+    (np.full((8, 8), 9, np.uint8), (8, 8),
+     "label map '{label}' holds ids [8] beyond the 7 classes (ids 0..6, 255 ignored; "
+     'reduce_zero_label=True)'),
+])
+def test_faulty_label_maps_are_named(tmp_path, label, image_shape, message):
+    """mmseg loaded all three: a (H, W, 3) map, a map of another size, an id the loss indexes
+    out of range."""
+    sample = _ade_sample(tmp_path, label, image_shape)
+    with pytest.raises(ValueError) as info:
+        _load_ade(sample)
+    assert str(info.value) == message.format(label=sample['seg_map_path'],
+                                             image=sample['img_path'])
+
+
+def test_an_empty_label_map_is_named(tmp_path):
+    sample = _ade_sample(tmp_path, np.zeros((8, 8), np.uint8))
+    open(sample['seg_map_path'], 'wb').close()
+    with pytest.raises(ValueError) as info:
+        _load_ade(sample)
+    assert str(info.value) == (f"cannot load label map '{sample['seg_map_path']}': the file is "
+                               'empty (0 bytes)')
+
+
+COCO_OK = dict(images=[dict(id=1, file_name='a.jpg', height=8, width=8)],
+               annotations=[dict(id=1, image_id=1, category_id=1, bbox=[0, 0, 4, 4], area=16,
+                                 iscrowd=0, segmentation=[[0, 0, 4, 0, 4, 4]])],
+               categories=[dict(id=1, name='circle')])
+
+
+def _coco(tmp_path, text, test_mode=False):
+    from mmdet.registry import DATASETS
+    path = tmp_path / 'instances.json'
+    path.write_text(text)
+    dataset = config('_base_/datasets/synthetic_coco.py').train_dataloader.dataset
+    return path, lambda: DATASETS.build(dict(
+        type=dataset.type, ann_file=str(path), data_prefix=dict(img=str(tmp_path)),
+        metainfo=dataset.metainfo, pipeline=[], test_mode=test_mode))
+
+
+def test_a_good_coco_file_loads(tmp_path):
+    _, build_dataset = _coco(tmp_path, json.dumps(COCO_OK))
+    assert len(build_dataset()) == 1
+
+
+@pytest.mark.parametrize('content, problem', [
+    ('{"images": [', 'is not valid JSON: Expecting value: line 1 column 13 (char 12)'),
+    ('[1, 2]', 'is not a COCO file: annotation file format <class \'list\'> not supported'),
+    (json.dumps({k: v for k, v in COCO_OK.items() if k != 'categories'}),
+     "has no 'categories' key; a COCO instances file holds 'images', 'annotations' and "
+     "'categories'"),
+    (json.dumps({k: v for k, v in COCO_OK.items() if k != 'images'}),
+     "holds no image (its 'images' list is missing or empty)"),
+    (json.dumps({**COCO_OK, 'annotations': []}),
+     "holds no annotation of the classes ['circle', 'cross', 'hexagon', 'ring', 'square']... "
+     "(its 'annotations' list is missing or empty, or names other categories)"),
+])
+def test_broken_coco_files_are_named(tmp_path, content, problem):
+    """pycocotools raised a bare JSONDecodeError / AssertionError / KeyError; no images or no
+    annotations gave an empty training set."""
+    path, build_dataset = _coco(tmp_path, content)
+    with pytest.raises(ValueError) as info:
+        build_dataset()
+    assert str(info.value) == f'COCO annotation file {str(path)!r} {problem}'
+
+
+def test_a_test_file_without_annotations_is_allowed_in_test_mode(tmp_path):
+    _, build_dataset = _coco(tmp_path, json.dumps({**COCO_OK, 'annotations': []}),
+                             test_mode=True)
+    assert len(build_dataset()) == 1
