@@ -3,13 +3,15 @@ import copy
 from typing import List, Optional, Sequence, Union
 
 import torch
-from mmengine.runner.checkpoint import load_checkpoint
+from mmengine.runner import CheckpointLoader
 from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from dinomamba_mm.argument_checks import check_int
-from dinomamba_mm.checkpoints import check_checkpoint_file
+from dinomamba_mm.checkpoints import (check_checkpoint_file, load_state_dict_checked,
+                                      strip_module_prefix)
 from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import MODELS
 
@@ -109,13 +111,9 @@ class DINO(BaseSelfSupervisor):
                 and init_cfg.get('prefix') is None):
             checkpoint = init_cfg['checkpoint']
             check_checkpoint_file(checkpoint, 'pretrained DINO checkpoint')
-            try:
-                load_checkpoint(self, checkpoint, map_location='cpu', strict=True,
-                                logger='current')
-            except RuntimeError as exc:
-                reason = ' '.join(str(exc).split())  # mmengine's message spans lines
-                raise ValueError(f'pretrained DINO checkpoint {checkpoint!r} does not match '
-                                 f'the model: {reason}') from None
+            loaded = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
+            load_state_dict_checked(self, strip_module_prefix(loaded.get('state_dict', loaded)),
+                                    f'pretrained DINO checkpoint {checkpoint!r}', strict=True)
             self._is_init = True
             return
         super().init_weights()
@@ -144,12 +142,10 @@ class DINO(BaseSelfSupervisor):
             raise ValueError(f'momentum must be in [0, 1], got {momentum}')
         self._check_student_finite()
         self.momentum.fill_(momentum)
+        ema = get_ema_multi_avg_fn(momentum)  # torch's EMA of parameter lists
         for name in ('backbone', 'neck'):
             student, teacher = getattr(self, name), self.teacher[name]
-            teacher_params = list(teacher.parameters())
-            student_params = [p.detach() for p in student.parameters()]
-            torch._foreach_mul_(teacher_params, momentum)
-            torch._foreach_add_(teacher_params, student_params, alpha=1.0 - momentum)
+            ema(list(teacher.parameters()), [p.detach() for p in student.parameters()], None)
             for t_buf, s_buf in zip(teacher.buffers(), student.buffers()):
                 t_buf.copy_(s_buf)
 
