@@ -28,7 +28,6 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
-import re
 
 import numpy as np
 import torch
@@ -124,11 +123,6 @@ def leave_default_statistics_out_of_checkpoints() -> None:
     HistoryBuffer.__getstate__ = _history_buffer_getstate
 
 
-def _refused_global(error: Exception) -> str:
-    match = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
-    return match.group(1) if match else 'a Python object outside its allow-list'
-
-
 def load_from_local(filename: str, map_location=None) -> dict:
     """mmengine's local-file loader, with an error naming the opt-in when the safe unpickler
     refuses the file.
@@ -148,14 +142,19 @@ def load_from_local(filename: str, map_location=None) -> dict:
         # no weights_only argument: torch's default (True), unless the user set UNSAFE_LOAD_ENV
         return torch.load(filename, map_location=map_location)
     except pickle.UnpicklingError as error:
-        if 'Weights only load failed' not in str(error):
-            raise
+        try:  # torch's public listing of what the safe unpickler refuses in a zip checkpoint
+            refused = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+        except Exception:  # a legacy-format or damaged file: torch's own error stands
+            refused = []
+        if not refused:
+            raise error
         raise pickle.UnpicklingError(
-            f'{filename} holds a reference to {_refused_global(error)}, which the safe unpickler '
-            '(torch.load with weights_only=True) refuses: unpickling it would run code from the '
-            'file. Checkpoints written with dinomamba_mm imported hold no such object. If you '
-            f'trust this file, load it with the environment variable {UNSAFE_LOAD_ENV}=1 set '
-            '(torch then unpickles anything), or convert it once in such a process.') from None
+            f'{filename} holds references to {", ".join(refused)}, which the safe unpickler '
+            '(torch.load with weights_only=True) refuses: unpickling them would run code from '
+            'the file. Checkpoints written with dinomamba_mm imported hold no such object. If '
+            f'you trust this file, load it with the environment variable {UNSAFE_LOAD_ENV}=1 '
+            'set (torch then unpickles anything), or convert it once in such a process.'
+        ) from None
 
 
 def explain_refused_checkpoints() -> None:
