@@ -233,3 +233,30 @@ def test_cosine_ema_is_not_dinos_teacher_update():
     ema.update_parameters(student)
     dino_first_update = 0.996 * 1.0 + (1 - 0.996) * 0.0
     assert ema.module.weight.item() == 0.0 != dino_first_update
+
+
+def test_the_foreach_ops_behave_as_checked():
+    """The torch._foreach_* ops of clip_each_gradient_ and finite_checks.non_finite_tensors
+    (torch's documented beta "foreach" API, checked with torch 2.14.1) against their per-tensor
+    public counterparts; a change of their behaviour fails here."""
+    g = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(3, 4, generator=g), torch.randn(5, generator=g) * 100,
+               torch.tensor([1.0, float('inf')]), torch.tensor([float('nan'), 2.0]),
+               torch.randn(2, 2, generator=g).bfloat16()]
+    for ord_ in (2.0, float('inf')):
+        norms = torch._foreach_norm(tensors, ord_)
+        assert len(norms) == len(tensors)
+        for norm, tensor in zip(norms, tensors):
+            assert norm.dim() == 0 and norm.dtype == tensor.dtype
+            torch.testing.assert_close(norm, torch.linalg.vector_norm(tensor, ord_),
+                                       equal_nan=True)
+    values = [torch.tensor([1.0, 2.0]), torch.tensor([4.0])]
+    torch._foreach_add_(values, 1.0)
+    torch._foreach_reciprocal_(values)
+    torch._foreach_mul_(values, 6.0)
+    torch._foreach_clamp_max_(values, 2.5)
+    assert [v.tolist() for v in values] == [[2.5, 2.0], [1.2000000476837158]]
+    grads = [torch.ones(2, 3), torch.ones(4)]
+    torch._foreach_mul_(grads, [torch.tensor(0.5), torch.tensor(2.0)])  # 0-d scales broadcast
+    assert torch.equal(grads[0], torch.full((2, 3), 0.5)) and torch.equal(grads[1],
+                                                                          torch.full((4, ), 2.))
