@@ -28,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
+import warnings
 
 import numpy as np
 import torch
@@ -292,6 +293,8 @@ def fix_adjust_hue() -> None:
 def apply_on_import() -> None:
     """The fixes mmengine needs before our code runs (idempotent; see the module docstring)."""
     check_mmcv()
+    # mmengine's `pkg::` bases import pkg_resources, which setuptools < 81 (required) keeps
+    warnings.filterwarnings('ignore', 'pkg_resources is deprecated', UserWarning)
     if TORCH_LOADS_WEIGHTS_ONLY:
         allow_mmengine_checkpoint_globals()
         explain_refused_checkpoints()

@@ -171,6 +171,8 @@ OPTIM_WRAPPER_CONSTRUCTORS = PluginRegistry(
     'optimizer wrapper constructor', MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS, {
         'LayerDecayOptimWrapperConstructor':
         'dinomamba_mm.engine.optimizers.layer_decay_optim_wrapper_constructor',
+        'TrainableOptimWrapperConstructor':
+        'dinomamba_mm.engine.optimizers.trainable_optim_wrapper_constructor',
     })
 PARAM_SCHEDULERS = PluginRegistry('parameter scheduler', MMENGINE_PARAM_SCHEDULERS)
 
