@@ -56,5 +56,6 @@ def test_the_readme_inheritance_example_trains_as_written(tmp_path):
     assert proc.returncode == 0, log[-5000:]
     assert (tmp_path / 'work' / 'epoch_1.pth').is_file(), log[-3000:]
     assert re.search(r'Epoch\(train\) \[1\]\[2/2\]', log), log[-3000:]
+    assert 'pkg_resources is deprecated' not in log  # known noise of the setuptools<81 pin
     if 'cuda' not in log:
         assert 'AmpOptimWrapper replaced by OptimWrapper' in log, log[-3000:]
