@@ -3,10 +3,8 @@ from typing import Tuple
 
 import torch
 import torch.nn.functional as F
-from mmpretrain.models.utils import resize_pos_embed as resize_to_size
 
 RESIZE_CONVENTIONS = ('size', 'dino')
-SIZE_MODES = ('linear', 'bilinear', 'bicubic', 'trilinear')
 
 
 def resize_pos_embed(pos_embed: torch.Tensor,
@@ -25,9 +23,9 @@ def resize_pos_embed(pos_embed: torch.Tensor,
         src_hw: grid (src_h, src_w) the patch rows were trained for.
         dst_hw: target grid (dst_h, dst_w).
         num_extra_tokens: E.
-        mode: ``F.interpolate`` mode; one of ``SIZE_MODES`` for 'size', any for 'dino'.
-        convention: 'size' is mmpretrain's ``resize_pos_embed`` (its ViT's: ``size=dst_hw``,
-            ``align_corners=False``); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
+        mode: ``F.interpolate`` mode ('bicubic', 'bilinear', 'nearest', ...).
+        convention: 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``
+            (mmpretrain's ViT); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
             (dst_w + 0.1) / src_w)`` as DINO's and the Dino-Mamba paper code's
             ``interpolate_pos_encoding`` do, which samples at slightly different points.
 
@@ -43,20 +41,20 @@ def resize_pos_embed(pos_embed: torch.Tensor,
         raise ValueError(f'pos_embed must have shape (1, {num_extra_tokens} + {src_h}*{src_w}, C) '
                          f'for num_extra_tokens={num_extra_tokens} and grid {tuple(src_hw)}, '
                          f'got {tuple(pos_embed.shape)}')
-    if convention == 'size':
-        if mode not in SIZE_MODES:
-            raise ValueError(f"mode must be one of {SIZE_MODES} for convention='size', "
-                             f'got {mode!r}')
-        return resize_to_size(pos_embed, (src_h, src_w), (dst_h, dst_w), mode, num_extra_tokens)
     if (src_h, src_w) == (dst_h, dst_w):
         return pos_embed
     channels = pos_embed.shape[2]
     extra = pos_embed[:, :num_extra_tokens]
     grid = pos_embed[:, num_extra_tokens:].reshape(1, src_h, src_w, channels)
-    scale = ((dst_h + 0.1) / src_h, (dst_w + 0.1) / src_w)
-    grid = F.interpolate(grid.permute(0, 3, 1, 2).float(), scale_factor=scale, mode=mode)
-    if tuple(grid.shape[-2:]) != (dst_h, dst_w):
-        raise RuntimeError(f'dino-convention resize gave grid {tuple(grid.shape[-2:])}, '
-                           f'expected {(dst_h, dst_w)}')
+    grid = grid.permute(0, 3, 1, 2).float()
+    if convention == 'size':
+        align = False if mode in ('linear', 'bilinear', 'bicubic', 'trilinear') else None
+        grid = F.interpolate(grid, size=(dst_h, dst_w), mode=mode, align_corners=align)
+    else:
+        scale = ((dst_h + 0.1) / src_h, (dst_w + 0.1) / src_w)
+        grid = F.interpolate(grid, scale_factor=scale, mode=mode)
+        if tuple(grid.shape[-2:]) != (dst_h, dst_w):
+            raise RuntimeError(f'dino-convention resize gave grid {tuple(grid.shape[-2:])}, '
+                               f'expected {(dst_h, dst_w)}')
     grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
     return torch.cat((extra, grid), dim=1)

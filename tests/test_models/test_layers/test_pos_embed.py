@@ -39,13 +39,3 @@ def test_same_grid_is_unchanged_and_bad_shape_raises():
     assert resize_pos_embed(pos, (2, 3), (2, 3), 2) is pos
     with pytest.raises(ValueError, match='pos_embed must have shape'):
         resize_pos_embed(pos, (3, 3), (4, 4), 2)
-
-
-def test_size_convention_keeps_the_dtype_and_refuses_non_interpolating_modes():
-    pos, grid = _hand_pos_embed()
-    out = resize_pos_embed(pos.bfloat16(), (2, 3), (4, 5), num_extra_tokens=2)
-    expected = F.interpolate(grid[None, None], size=(4, 5), mode='bicubic', align_corners=False)
-    assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out[0, 2:, 0].float(), expected.flatten().bfloat16().float())
-    with pytest.raises(ValueError, match="mode must be one of .* got 'nearest'"):
-        resize_pos_embed(pos, (2, 3), (4, 5), 2, mode='nearest')
