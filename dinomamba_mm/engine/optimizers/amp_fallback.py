@@ -2,7 +2,8 @@
 import logging
 
 from mmengine.config import Config
-from mmengine.device import get_device
+from mmengine.device import (is_cuda_available, is_mlu_available, is_musa_available,
+                             is_npu_available)
 from mmengine.logging import print_log
 
 AMP_ONLY_KEYS = ('dtype', 'loss_scale', 'use_fsdp')
@@ -20,7 +21,7 @@ def fall_back_to_fp32_without_accelerator(cfg: Config) -> None:
     Args:
         cfg (Config): the config, changed in place.
     """
-    if get_device() != 'cpu':
+    if has_amp_device():
         return
     optim_wrapper = cfg.get('optim_wrapper')
     if optim_wrapper and str(optim_wrapper.get('type', '')).split('.')[-1] == 'AmpOptimWrapper':
@@ -34,6 +35,13 @@ def fall_back_to_fp32_without_accelerator(cfg: Config) -> None:
         _warn('test_cfg.fp16 turned off (testing in float32)')
 
 
+def has_amp_device() -> bool:
+    """Whether this machine has a device ``AmpOptimWrapper`` accepts (mmengine 0.10.7's test)."""
+    return (is_cuda_available() or is_npu_available() or is_mlu_available()
+            or is_musa_available())
+
+
 def _warn(change: str) -> None:
-    print_log(f'no accelerator found (mmengine device: cpu): {change}; pass --no-amp-fallback '
-              'to keep AMP, which mmengine then refuses', logger='current', level=logging.WARNING)
+    print_log(f'no accelerator found (CUDA / NPU / MLU / MUSA): {change}; pass '
+              '--no-amp-fallback to keep AMP, which mmengine then refuses', logger='current',
+              level=logging.WARNING)
