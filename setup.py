@@ -1,7 +1,10 @@
 """Install dinomamba_mm.
 
-The runtime pins live in requirements/runtime.txt; the whole environment (torch pair, mmcv built
-for the installed torch, the OpenMMLab stack) is set up by ``tools/setup_env.sh`` (``make env``).
+The runtime pins live in requirements/runtime.txt. mmcv is not among them: as for mmpretrain, mmseg
+and mmdet, it comes from ``mim install`` (requirements/mminstall.txt, the ``mim`` extra), which
+picks the wheel built for the installed torch and CUDA; the whole environment (torch pair, mmcv
+built for the installed torch, the OpenMMLab stack) is set up by ``tools/setup_env.sh``
+(``make env``).
 Like mmpretrain, configs/, tools/ and model-index.yml are made part of the package under
 ``dinomamba_mm/.mim`` so that ``_base_ = 'dinomamba_mm::...'`` works from an installed package.
 """
@@ -81,6 +84,7 @@ if __name__ == '__main__':
         install_requires=read_requirements('runtime.txt'),
         extras_require={
             'tests': read_requirements('tests.txt'),
+            'mim': read_requirements('mminstall.txt'),
             # GPU users only: mamba_ssm builds against CUDA; nothing requires it.
             'mamba': ['mamba-ssm'],
         },

@@ -1,6 +1,9 @@
 """Fixes for the 2023-era OpenMMLab stack on a modern torch / numpy, each gated on the versions
 it is for. docs/faq.md ("Compatibility fixes") lists each one with its reason and its test.
 
+Also :func:`check_mmcv`, run first on import: mmcv is not an install requirement (its wheel must
+match torch and CUDA), so a missing one is an error naming the command that installs it.
+
 Applied by :func:`apply_on_import` on ``import dinomamba_mm`` (what ``custom_imports`` runs),
 because mmengine reaches them before any of our code runs (checkpoint loading in the Runner,
 process-group set-up, ``_base_`` parsing):
@@ -20,7 +23,11 @@ refuses is an error that names the opt-in, torch's own ``TORCH_FORCE_NO_WEIGHTS_
 """
 import argparse
 import copy
+import glob
+import importlib.metadata
+import importlib.util
 import os.path as osp
+import warnings
 
 import numpy as np
 import torch
@@ -39,6 +46,38 @@ _DEFAULT_STATISTICS = ('min', 'max', 'current', 'mean')
 TORCH_LOADS_WEIGHTS_ONLY = digit_version(torch.__version__) >= digit_version('2.6.0')
 #: the last mmengine release checked: 0.10.7 (the mmengine fixes below are for <= 0.10.7).
 MMENGINE_CHECKED = digit_version(MMENGINE_VERSION) <= digit_version('0.10.7')
+
+
+#: mmpretrain 1.2.0 / mmseg 1.2.2 / mmdet 3.3.0 all accept these mmcv versions.
+MMCV_MIN, MMCV_MAX = '2.0.0', '2.2.0'
+MMCV_INSTALL = (f'pip install -U openmim && mim install "mmcv>={MMCV_MIN},<{MMCV_MAX}"` '
+                '(OpenMMLab\'s wheel for your torch and CUDA, built from source when there is '
+                'none), or in a source checkout `bash tools/setup_env.sh` (it builds mmcv 2.1.0 '
+                'for torch > 2.1 and caches the wheel); README, section Install')
+
+
+def check_mmcv() -> None:
+    """Raise ImportError naming the install command unless mmcv with compiled ops is installed.
+
+    Reads the installed metadata and files only (no ``import mmcv``), so that ``import
+    dinomamba_mm`` stays light.
+    """
+    try:
+        version = importlib.metadata.version('mmcv')
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    spec = importlib.util.find_spec('mmcv')
+    if version is None or spec is None:
+        problem = 'mmcv is not installed (mmcv-lite has no compiled ops and does not count)'
+    elif not digit_version(MMCV_MIN) <= digit_version(version) < digit_version(MMCV_MAX):
+        problem = (f'mmcv {version} is installed; mmpretrain, mmseg and mmdet need '
+                   f'{MMCV_MIN} <= mmcv < {MMCV_MAX}')
+    elif not any(glob.glob(osp.join(folder, '_ext*'))
+                 for folder in spec.submodule_search_locations or ()):
+        problem = f'mmcv {version} has no compiled ops (mmcv._ext)'
+    else:
+        return
+    raise ImportError(f'dinomamba_mm: {problem}. Install it with `{MMCV_INSTALL}.')
 
 
 def _numpy_safe_globals() -> list:
@@ -211,6 +250,9 @@ def fix_adjust_hue() -> None:
 
 def apply_on_import() -> None:
     """The fixes mmengine needs before our code runs (idempotent; see the module docstring)."""
+    check_mmcv()
+    # mmengine's `pkg::` bases import pkg_resources, which setuptools < 81 (required) keeps
+    warnings.filterwarnings('ignore', 'pkg_resources is deprecated', UserWarning)
     if TORCH_LOADS_WEIGHTS_ONLY:
         allow_mmengine_checkpoint_globals()
         if MMENGINE_CHECKED:

@@ -61,7 +61,8 @@ def test_a_checkpoint_that_runs_code_is_refused_and_never_executed(tmp_path):
     path = str(tmp_path / 'evil.pth')
     torch.save({'state_dict': {'w': torch.ones(2)}, 'payload': RunsCode(marker)}, path)
     with pytest.raises(pickle.UnpicklingError,
-                       match=r'evil\.pth holds a reference to exec.*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1'):
+                       match=r'evil\.pth holds references to builtins\.exec.*'
+                       r'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1'):
         _load_checkpoint(path, map_location='cpu')
     with pytest.raises(pickle.UnpicklingError, match='evil.pth'):
         load_checkpoint(torch.nn.Linear(2, 1), path, map_location='cpu')
@@ -72,7 +73,8 @@ def test_unsafe_loading_is_an_explicit_opt_in(tmp_path, monkeypatch):
     # Stock mmengine pickles HistoryBuffer's statistics functions (builtins.getattr).
     path = str(tmp_path / 'stock.pth')
     torch.save({'state_dict': {'w': torch.ones(2)}, 'fn': HistoryBuffer.min}, path)
-    with pytest.raises(pickle.UnpicklingError, match='stock.pth holds a reference to getattr'):
+    with pytest.raises(pickle.UnpicklingError,
+                       match='stock.pth holds references to builtins.getattr'):
         _load_checkpoint(path, map_location='cpu')
     monkeypatch.setenv(UNSAFE_LOAD_ENV, '1')
     with pytest.warns(UserWarning, match=UNSAFE_LOAD_ENV):

@@ -80,3 +80,98 @@ def test_every_tool_option_has_help_text(tool):
 def test_the_tools_are_scanned():
     assert 'tools/train.py' in TOOLS and 'tools/misc/get_flops.py' in TOOLS
     assert sum(1 for _ in _add_argument_calls(osp.join(ROOT, 'tools', 'train.py'))) >= 10
+
+
+def _requirement_names(path: str) -> dict:
+    """{distribution name: specifier} of a requirements file, the way setup.py reads it."""
+    from packaging.requirements import Requirement
+    with open(path) as f:
+        lines = [line.split('#')[0].strip() for line in f]
+    return {Requirement(line).name.lower(): str(Requirement(line).specifier)
+            for line in lines if line}
+
+
+def test_the_wheel_leaves_mmcv_to_mim_and_keeps_pkg_resources():
+    """mmcv must match torch and CUDA (mim picks the wheel), so the package does not force one;
+    setuptools < 81 is required because mmengine's ``pkg::`` bases import pkg_resources."""
+    runtime = _requirement_names(osp.join(ROOT, 'requirements', 'runtime.txt'))
+    assert 'mmcv' not in runtime
+    from packaging.specifiers import SpecifierSet
+    allowed = SpecifierSet(runtime['setuptools'])
+    assert '80.10.2' in allowed and '81.0.0' not in allowed and '84.0.0' not in allowed
+    mim = _requirement_names(osp.join(ROOT, 'requirements', 'mminstall.txt'))
+    assert '2.1.0' in SpecifierSet(mim['mmcv']) and '2.2.0' not in SpecifierSet(mim['mmcv'])
+
+
+def test_runtime_requirements_are_imported_by_us_or_by_the_stack_undeclared():
+    """Each runtime requirement is imported by dinomamba_mm/, tools/ or configs/ (or a config's
+    scope), or imported by an OpenMMLab package that does not declare it (mmseg.utils'
+    tokenizer: ftfy, regex; mmengine's ``pkg::`` bases: pkg_resources of setuptools)."""
+    import re
+    modules = {'scikit-learn': 'sklearn', 'mmsegmentation': 'mmseg'}
+    undeclared_by_the_stack = {'ftfy', 'regex', 'setuptools'}
+    sources = ''
+    for folder in ('dinomamba_mm', 'tools', 'configs'):
+        for path in glob.glob(osp.join(ROOT, folder, '**', '*.py'), recursive=True):
+            if '.mim' not in path:
+                with open(path) as f:
+                    sources += f.read()
+    unused = []
+    for name in _requirement_names(osp.join(ROOT, 'requirements', 'runtime.txt')):
+        module = modules.get(name, name)
+        if name in undeclared_by_the_stack:
+            continue
+        imported = rf'^\s*(import|from) {module}\b'
+        config_scope = rf'[\'"]{module}(::|\.[A-Z]|[\'"])'  # 'mmdet::base', 'mmdet.FPN', 'mmdet'
+        if not re.search(f'{imported}|{config_scope}', sources, re.MULTILINE):
+            unused.append(name)
+    assert not unused, f'runtime requirements nothing imports: {unused}'
+
+
+def test_mmseg_imports_the_undeclared_requirements_we_list():
+    """The reason ftfy and regex stay: mmseg.utils imports them at import time."""
+    code = ("import sys; sys.modules['ftfy'] = None\n"
+            "try:\n    import mmseg.utils\nexcept ImportError as e:\n    print('needs', e.name)")
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=300)
+    assert 'needs ftfy' in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+_HIDE_MMCV = """
+import importlib.metadata as metadata
+real_version = metadata.version
+def version(name):
+    if name == 'mmcv':
+        {action}
+    return real_version(name)
+metadata.version = version
+try:
+    import dinomamba_mm
+    print('imported')
+except ImportError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize('action,reason', [
+    ('raise metadata.PackageNotFoundError(name)', 'mmcv is not installed'),
+    ("return '2.2.0'", 'mmcv 2.2.0 is installed'),
+])
+def test_a_missing_or_unsupported_mmcv_fails_at_import_with_the_install_command(action, reason):
+    proc = subprocess.run([sys.executable, '-c', _HIDE_MMCV.format(action=action)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    out = proc.stdout + proc.stderr[-2000:]
+    assert reason in out and 'mim install "mmcv' in out and 'tools/setup_env.sh' in out, out
+
+
+def test_mmcv_without_compiled_ops_fails_at_import(tmp_path):
+    """An mmcv without ``_ext`` (mmcv-lite, or a source install built without ops)."""
+    fake = tmp_path / 'mmcv'
+    fake.mkdir()
+    (fake / '__init__.py').write_text("__version__ = '2.1.0'\n")
+    code = _HIDE_MMCV.format(action="return '2.1.0'")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+    out = proc.stdout + proc.stderr[-2000:]
+    assert 'has no compiled ops' in out and 'mim install "mmcv' in out, out

@@ -32,6 +32,7 @@ from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
 from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
 from dinomamba_mm.engine.run_guards import warn_unread_cfg_options
+from dinomamba_mm.engine.optimizers.amp_fallback import fall_back_to_fp32_without_accelerator
 
 PICKLE = ('.pkl', '.pickle')
 METRIC_FILES = ('.json', '.yaml', '.yml') + PICKLE
@@ -53,6 +54,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='override settings of the config, key=value')
     parser.add_argument('--amp', action='store_true',
                         help='test under automatic mixed precision (test_cfg.fp16)')
+    parser.add_argument('--no-amp-fallback', action='store_true',
+                        help='keep test_cfg.fp16 on a machine without an accelerator (by '
+                        'default it falls back to float32 with a warning)')
     parser.add_argument('--show-dir', help='save the visualised predictions in this dir')
     parser.add_argument('--show', action='store_true',
                         help='display the visualised predictions in a window')
@@ -154,6 +158,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.cfg_options is not None:
         warn_unread_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
+    if not args.no_amp_fallback:
+        fall_back_to_fp32_without_accelerator(cfg)
     return cfg
 
 

@@ -32,6 +32,7 @@ from dinomamba_mm.datasets.layout_check import check_dataset_paths
 from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
 from dinomamba_mm.engine.run_guards import (check_train_length, explain_stopped_process,
                                             lock_work_dir, warn_unread_cfg_options)
+from dinomamba_mm.engine.optimizers.amp_fallback import fall_back_to_fp32_without_accelerator
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -47,6 +48,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         'latest checkpoint in the work dir')
     parser.add_argument(
         '--amp', action='store_true', help='enable automatic mixed precision')
+    parser.add_argument(
+        '--no-amp-fallback', action='store_true',
+        help='keep AMP on a machine without an accelerator (by default it falls back to '
+        'float32 with a warning)')
     parser.add_argument(
         '--no-strict-load',
         action='store_true',
@@ -112,6 +117,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
                 f'--amp needs optim_wrapper.type OptimWrapper or '
                 f'AmpOptimWrapper, got {optim_wrapper!r}')
 
+    if not args.no_amp_fallback:
+        fall_back_to_fp32_without_accelerator(cfg)
     if args.resume == 'auto':
         cfg.load_from = find_resumable_checkpoint(cfg.work_dir)
         cfg.resume = cfg.load_from is not None

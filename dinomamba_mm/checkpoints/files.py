@@ -101,11 +101,6 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
         raise CheckpointError(f'{what} {filename!r} {problem}')
 
 
-def _refused_global(error: Exception) -> str:
-    match = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
-    return match.group(1) if match else 'a Python object outside its allow-list'
-
-
 def load_local(filename: str, map_location=None, weights_only: Optional[bool] = None):
     """mmengine's loader of local checkpoint files, after :func:`check_checkpoint_file`.
 
@@ -125,14 +120,18 @@ def load_local(filename: str, map_location=None, weights_only: Optional[bool] = 
     try:
         return torch.load(filename, map_location=map_location, weights_only=weights_only)
     except pickle.UnpicklingError as error:
-        if 'Weights only load failed' not in str(error):
-            raise
+        try:  # torch's public listing of what the safe unpickler refuses in a zip checkpoint
+            refused = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+        except Exception:  # a legacy-format or damaged file: torch's own error stands
+            refused = []
+        if not refused:
+            raise error
         raise pickle.UnpicklingError(
-            f'{filename} holds a reference to {_refused_global(error)}, which the '
-            'safe unpickler (torch.load with weights_only=True) refuses: unpickling it would '
-            'run code from the file. Checkpoints written with dinomamba_mm imported hold no '
-            f'such object. If you trust this file, load it with {UNSAFE_LOAD_ENV}=1 set (torch '
-            'then unpickles anything), or convert it once in such a process.') from None
+            f'{filename} holds references to {", ".join(refused)}, which the safe unpickler '
+            '(torch.load with weights_only=True) refuses: unpickling them would run code from '
+            'the file. Checkpoints written with dinomamba_mm imported hold no such object. If '
+            f'you trust this file, load it with {UNSAFE_LOAD_ENV}=1 set (torch then unpickles '
+            'anything), or convert it once in such a process.') from None
 
 
 CheckpointLoader.register_scheme(prefixes='', loader=load_local, force=True)

@@ -31,7 +31,7 @@ def merged(config, *options):
 
 def test_mmpretrain_options():
     cfg = merged(PROBE, '--show-dir', 'vis', '--interval', '3', '--wait-time', '0.5', '--amp',
-                 '--no-pin-memory', '--tta')
+                 '--no-amp-fallback', '--no-pin-memory', '--tta')
     hook = cfg.default_hooks.visualization
     assert (hook.enable, hook.out_dir, hook.interval, hook.wait_time, hook.show) == \
         (True, 'vis', 3, 0.5, False)

@@ -1,4 +1,5 @@
 """Teacher EMA update of DINO with DINO's cosine momentum schedule."""
+import math
 from typing import Optional
 
 from mmengine.hooks import Hook
@@ -6,7 +7,6 @@ from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.registry import HOOKS
-from .cosine_schedule import cosine_schedule
 
 
 @HOOKS.register_module()
@@ -16,8 +16,10 @@ class DINOTeacherEMAHook(Hook):
     The momentum follows ``m(it) = final + (base - final) * (1 + cos(pi * it / max_iters)) / 2``
     for iteration ``it`` (0-based, the one just trained), as in DINO. It is a pure function
     of the iteration, so a resumed run continues exactly (the value also lands in the model's
-    ``momentum`` buffer). Works with plain and DDP-wrapped models (it unwraps ``.module``);
-    the model must provide ``update_teacher(momentum)`` (:class:`dinomamba_mm.DINO`). A
+    ``momentum`` buffer). Not mmpretrain's ``CosineEMA``: its formula is this one, but its
+    first update copies the student and it counts its own updates
+    (``test_cosine_ema_is_not_dinos_teacher_update``). Works with plain and DDP-wrapped models
+    (it unwraps ``.module``); the model must provide ``update_teacher(momentum)`` (:class:`dinomamba_mm.DINO`). A
     ``FloatingPointError`` of ``update_teacher`` (a non-finite student) is raised again with
     the iteration (1-based) in front.
 
@@ -36,7 +38,8 @@ class DINOTeacherEMAHook(Hook):
 
     def momentum(self, it: int, max_iters: int) -> float:
         """Teacher momentum for iteration ``it`` of ``max_iters``."""
-        return cosine_schedule(self.base_momentum, self.final_momentum, it, max_iters)
+        cosine = (1.0 + math.cos(math.pi * it / max_iters)) / 2.0
+        return self.final_momentum + (self.base_momentum - self.final_momentum) * cosine
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: Optional[dict] = None,
                          outputs: Optional[dict] = None) -> None:

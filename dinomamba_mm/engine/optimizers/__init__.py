@@ -1,3 +1,4 @@
 from .layer_decay_optim_wrapper_constructor import LayerDecayOptimWrapperConstructor
+from .trainable_optim_wrapper_constructor import TrainableOptimWrapperConstructor
 
-__all__ = ['LayerDecayOptimWrapperConstructor']
+__all__ = ['LayerDecayOptimWrapperConstructor', 'TrainableOptimWrapperConstructor']

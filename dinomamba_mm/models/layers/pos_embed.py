@@ -24,8 +24,10 @@ def resize_pos_embed(pos_embed: torch.Tensor,
         dst_hw: target grid (dst_h, dst_w).
         num_extra_tokens: E.
         mode: ``F.interpolate`` mode ('bicubic', 'bilinear', 'nearest', ...).
-        convention: 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``
-            (mmpretrain's ViT); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
+        convention: 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``, as
+            mmpretrain's ``resize_pos_embed`` does (equal outputs: test_pos_embed.py; not
+            imported from there, since that imports mmpretrain.models, and with it mmdet, into
+            mmseg runs); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
             (dst_w + 0.1) / src_w)`` as DINO's and the Dino-Mamba paper code's
             ``interpolate_pos_encoding`` do, which samples at slightly different points.
 

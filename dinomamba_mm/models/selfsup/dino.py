@@ -6,6 +6,7 @@ import torch
 from mmpretrain.models.selfsup import BaseSelfSupervisor
 from mmpretrain.structures import DataSample
 from torch import nn
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.checkpoints import load_checkpoint_into
@@ -25,8 +26,14 @@ class DINO(BaseSelfSupervisor):
     optimizer but never gets a gradient, so it is never stepped) and is updated only by
     :meth:`update_teacher`: ``teacher <- m * teacher + (1 - m) * student`` for parameters,
     buffers copied. :class:`DINOTeacherEMAHook` calls it after every optimizer step with the
-    cosine momentum schedule. The teacher stays in eval mode (no drop path), as DINO's teacher
-    is built without drop path.
+    cosine momentum schedule.
+
+    ``teacher_mode`` chooses the teacher's mode during training. ``'eval'`` (the default, as in
+    DINO, whose teacher is built without drop path): the teacher is deterministic.
+    ``'train'``: the teacher follows the model's mode, so its drop path (the student's rate, as
+    it is the student's copy) is active in training, as in the paper's ``main_dino_vim.py``,
+    which builds the teacher with drop path 0.1 and never calls ``eval()`` on it
+    (docs/paper.md). In both modes ``model.eval()`` puts the teacher in eval mode.
 
     Checkpoint keys (``state_dict``): student ``backbone.*`` / ``neck.*``; teacher
     ``teacher.backbone.*`` / ``teacher.neck.*`` (the teacher backbone is the model to evaluate
@@ -51,16 +58,21 @@ class DINO(BaseSelfSupervisor):
         head (dict): Loss head config (:class:`DINOLossHead`).
         num_teacher_crops (int): How many leading crops are global (teacher) crops.
             Defaults to 2.
+        teacher_mode (str): ``'eval'`` or ``'train'``, the teacher's mode while the model
+            trains (see above). Defaults to ``'eval'``.
         data_preprocessor (dict, optional): Defaults to mmpretrain's
             ``SelfSupDataPreprocessor`` (handles crops of different sizes).
         pretrained (str, optional), init_cfg (dict, optional): as in BaseSelfSupervisor.
     """
+
+    TEACHER_MODES = ('eval', 'train')
 
     def __init__(self,
                  backbone: dict,
                  neck: dict,
                  head: dict,
                  num_teacher_crops: int = 2,
+                 teacher_mode: str = 'eval',
                  pretrained: Optional[str] = None,
                  data_preprocessor: Optional[Union[dict, nn.Module]] = None,
                  init_cfg: Optional[dict] = None) -> None:
@@ -68,13 +80,17 @@ class DINO(BaseSelfSupervisor):
             raise ValueError('DINO needs a projection head (neck) and a loss head (head), '
                              f'got neck={neck!r}, head={head!r}')
         check_int('num_teacher_crops', num_teacher_crops, 1)
+        if teacher_mode not in self.TEACHER_MODES:
+            raise ValueError(f'teacher_mode must be one of {self.TEACHER_MODES}, '
+                             f'got {teacher_mode!r}')
         super().__init__(backbone=backbone, neck=neck, head=head, pretrained=pretrained,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.num_teacher_crops = num_teacher_crops
+        self.teacher_mode = teacher_mode
         self.teacher = nn.ModuleDict(
             dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
         self.teacher.requires_grad_(False)
-        self.teacher.eval()
+        self.train(self.training)
         self.register_buffer('momentum', torch.tensor(1.0))
 
     def init_weights(self) -> None:
@@ -99,9 +115,9 @@ class DINO(BaseSelfSupervisor):
         self.teacher['neck'].load_state_dict(self.neck.state_dict())
 
     def train(self, mode: bool = True) -> 'DINO':
-        """Set the student's mode; the teacher always stays in eval mode."""
+        """Set the student's mode; the teacher's follows ``teacher_mode``."""
         super().train(mode)
-        self.teacher.eval()
+        self.teacher.train(mode and self.teacher_mode == 'train')
         return self
 
     @torch.no_grad()
@@ -120,12 +136,10 @@ class DINO(BaseSelfSupervisor):
             raise ValueError(f'momentum must be in [0, 1], got {momentum}')
         self._check_student_finite()
         self.momentum.fill_(momentum)
+        ema = get_ema_multi_avg_fn(momentum)  # torch's EMA of parameter lists
         for name in ('backbone', 'neck'):
             student, teacher = getattr(self, name), self.teacher[name]
-            teacher_params = list(teacher.parameters())
-            student_params = [p.detach() for p in student.parameters()]
-            torch._foreach_mul_(teacher_params, momentum)
-            torch._foreach_add_(teacher_params, student_params, alpha=1.0 - momentum)
+            ema(list(teacher.parameters()), [p.detach() for p in student.parameters()], None)
             for t_buf, s_buf in zip(teacher.buffers(), student.buffers()):
                 t_buf.copy_(s_buf)
 

@@ -205,3 +205,58 @@ def test_per_parameter_clip_hook_refuses_a_second_clip():
         PerParameterGradClipHook().before_train(SimpleNamespace(optim_wrapper=optim_wrapper))
     with pytest.raises(ValueError, match='max_norm must be a number in \\(0, inf\\], got 0'):
         PerParameterGradClipHook(max_norm=0)
+
+
+def test_cosine_ema_is_not_dinos_teacher_update():
+    """mmpretrain 1.2.0's CosineEMA has DINO's formula (its momentum is 1 - ours) but not its
+    update: the first ``update_parameters`` copies the student (mmengine's BaseAveragedModel at
+    ``steps == 0``) where DINO averages with m = 0.996. Should this fail, CosineEMA can take
+    over from DINOTeacherEMAHook."""
+    from mmengine.logging import MessageHub
+    from mmpretrain.models.utils import CosineEMA
+
+    max_iters = 12
+    MessageHub.get_current_instance().update_info('max_iters', max_iters)
+    hook = DINOTeacherEMAHook(base_momentum=0.996, final_momentum=1.0)
+    expected = dino_cosine(0.996, 1.0, 1, max_iters)
+    teacher = nn.Linear(1, 1, bias=False)
+    ema = CosineEMA(teacher, momentum=1 - 0.996, end_momentum=0.0)
+    for it in range(max_iters):
+        average = torch.ones(1, dtype=torch.float64)
+        ema.avg_func(average, torch.zeros(1, dtype=torch.float64), it)
+        assert average.item() == pytest.approx(expected[it], abs=1e-15)
+        assert hook.momentum(it, max_iters) == pytest.approx(expected[it], abs=1e-15)
+    student = nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        ema.module.weight.fill_(1.0)
+        student.weight.fill_(0.0)
+    ema.update_parameters(student)
+    dino_first_update = 0.996 * 1.0 + (1 - 0.996) * 0.0
+    assert ema.module.weight.item() == 0.0 != dino_first_update
+
+
+def test_the_foreach_ops_behave_as_checked():
+    """The torch._foreach_* ops of clip_each_gradient_ and finite_checks.non_finite_tensors
+    (torch's documented beta "foreach" API, checked with torch 2.14.1) against their per-tensor
+    public counterparts; a change of their behaviour fails here."""
+    g = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(3, 4, generator=g), torch.randn(5, generator=g) * 100,
+               torch.tensor([1.0, float('inf')]), torch.tensor([float('nan'), 2.0]),
+               torch.randn(2, 2, generator=g).bfloat16()]
+    for ord_ in (2.0, float('inf')):
+        norms = torch._foreach_norm(tensors, ord_)
+        assert len(norms) == len(tensors)
+        for norm, tensor in zip(norms, tensors):
+            assert norm.dim() == 0 and norm.dtype == tensor.dtype
+            torch.testing.assert_close(norm, torch.linalg.vector_norm(tensor, ord_),
+                                       equal_nan=True)
+    values = [torch.tensor([1.0, 2.0]), torch.tensor([4.0])]
+    torch._foreach_add_(values, 1.0)
+    torch._foreach_reciprocal_(values)
+    torch._foreach_mul_(values, 6.0)
+    torch._foreach_clamp_max_(values, 2.5)
+    assert [v.tolist() for v in values] == [[2.5, 2.0], [1.2000000476837158]]
+    grads = [torch.ones(2, 3), torch.ones(4)]
+    torch._foreach_mul_(grads, [torch.tensor(0.5), torch.tensor(2.0)])  # 0-d scales broadcast
+    assert torch.equal(grads[0], torch.full((2, 3), 0.5)) and torch.equal(grads[1],
+                                                                          torch.full((4, ), 2.))

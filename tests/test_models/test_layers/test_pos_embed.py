@@ -39,3 +39,14 @@ def test_same_grid_is_unchanged_and_bad_shape_raises():
     assert resize_pos_embed(pos, (2, 3), (2, 3), 2) is pos
     with pytest.raises(ValueError, match='pos_embed must have shape'):
         resize_pos_embed(pos, (3, 3), (4, 4), 2)
+
+
+@pytest.mark.parametrize('mode', ['bicubic', 'bilinear'])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_size_convention_equals_mmpretrains_resize_pos_embed(mode, dtype):
+    from mmpretrain.models.utils import resize_pos_embed as mmpretrain_resize
+    pos = torch.randn(1, 1 + 6 * 5, 8, generator=torch.Generator().manual_seed(0)).to(dtype)
+    for dst in ((6, 5), (9, 7), (3, 4)):
+        ours = resize_pos_embed(pos, (6, 5), dst, num_extra_tokens=1, mode=mode)
+        theirs = mmpretrain_resize(pos, (6, 5), dst, mode=mode, num_extra_tokens=1)
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs)

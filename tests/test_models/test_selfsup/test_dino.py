@@ -18,10 +18,10 @@ DINOVIM = dict(type='dinomamba_mm.DinoVim',
 K = 12
 
 
-def build(backbone=VIT):
+def build(backbone=VIT, **kwargs):
     torch.manual_seed(0)
     model = MODELS.build(dict(
-        type='DINO',
+        type='DINO', **kwargs,
         backbone=backbone,
         neck=dict(type='dinomamba_mm.DINOProjectionHead', in_channels=16, out_channels=K,
                   hidden_channels=24, bottleneck_channels=8),
@@ -220,3 +220,105 @@ def test_a_non_finite_student_never_reaches_the_teacher(bad):
     assert 'the teacher was not updated' in str(info.value)
     for key, value in model.teacher.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+def _paper_step(student_backbone, student_neck, inputs, lr, momentum, teacher_temp,
+                student_temp=0.1):
+    """One iteration of the paper's main_dino_vim.py loop, written out: the teacher is the
+    student's copy kept in train mode (drop path on), the multi-crop wrapper runs the backbone
+    once per run of same-size crops and the head once, DINO's loss, an SGD step, then the EMA
+    ``teacher <- m * teacher + (1 - m) * student``. Returns the loss and both networks."""
+    import copy
+
+    import torch.nn.functional as F
+
+    def multi_crop(backbone, neck, crops_):
+        sizes = torch.tensor([c.shape[-1] for c in crops_])
+        ends = torch.cumsum(torch.unique_consecutive(sizes, return_counts=True)[1], 0)
+        start, outputs = 0, []
+        for end in ends.tolist():
+            out = backbone(torch.cat(crops_[start:end]))
+            outputs.append(out[-1] if isinstance(out, tuple) else out)
+            start = end
+        return neck(torch.cat(outputs))
+
+    student = torch.nn.ModuleList([student_backbone, student_neck])
+    teacher = copy.deepcopy(student)
+    student.train()
+    teacher.train()  # the paper never calls teacher.eval()
+    with torch.no_grad():
+        teacher_out = multi_crop(teacher[0], teacher[1], inputs[:2])
+    student_out = multi_crop(student[0], student[1], inputs)
+    student_chunks = (student_out / student_temp).chunk(len(inputs))
+    teacher_chunks = F.softmax(teacher_out / teacher_temp, dim=-1).chunk(2)  # centre = 0
+    total, pairs = 0, 0
+    for iq, q in enumerate(teacher_chunks):
+        for v, s in enumerate(student_chunks):
+            if v != iq:
+                total = total + torch.sum(-q * F.log_softmax(s, dim=-1), dim=-1).mean()
+                pairs += 1
+    loss = total / pairs
+    optimizer = torch.optim.SGD(student.parameters(), lr=lr)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        for param_q, param_k in zip(student.parameters(), teacher.parameters()):
+            param_k.data.mul_(momentum).add_((1 - momentum) * param_q.detach().data)
+    return loss, student, teacher
+
+
+@pytest.mark.parametrize('backbone', [VIT, DINOVIM], ids=['vit', 'dinovim'])
+def test_teacher_mode_train_is_one_step_of_the_papers_loop(backbone):
+    import copy
+
+    model = build(backbone, teacher_mode='train')
+    lr, base_momentum, final_momentum, max_iters = 0.5, 0.996, 1.0, 10
+    # DINO's cosine_scheduler(base, final) at iteration 0 of max_iters
+    momentum = final_momentum + 0.5 * (base_momentum - final_momentum) * (1 + np.cos(0.0))
+    inputs = crops()
+    reference_backbone = copy.deepcopy(model.backbone)
+    reference_neck = copy.deepcopy(model.neck)
+
+    torch.manual_seed(7)
+    ref_loss, ref_student, ref_teacher = _paper_step(
+        reference_backbone, reference_neck, inputs, lr, momentum,
+        teacher_temp=model.head.teacher_temp.item())
+
+    model.train()
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
+    torch.manual_seed(7)
+    loss = model.loss(inputs)['loss']
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    model.update_teacher(momentum)
+
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-7)
+    ours = {**{f'student.{k}': v for k, v in model.backbone.state_dict().items()},
+            **{f'student.neck.{k}': v for k, v in model.neck.state_dict().items()},
+            **{f'teacher.{k}': v for k, v in model.teacher['backbone'].state_dict().items()},
+            **{f'teacher.neck.{k}': v for k, v in model.teacher['neck'].state_dict().items()}}
+    reference = {**{f'student.{k}': v for k, v in ref_student[0].state_dict().items()},
+                 **{f'student.neck.{k}': v for k, v in ref_student[1].state_dict().items()},
+                 **{f'teacher.{k}': v for k, v in ref_teacher[0].state_dict().items()},
+                 **{f'teacher.neck.{k}': v for k, v in ref_teacher[1].state_dict().items()}}
+    assert ours.keys() == reference.keys()
+    for key, value in reference.items():
+        torch.testing.assert_close(ours[key], value, rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, key=key: f"{key}: {m}")
+    assert all(m.training for m in model.teacher.modules())
+
+    model.eval()  # evaluation and extract_feat: deterministic teacher in either mode
+    assert not any(m.training for m in model.teacher.modules())
+
+
+def test_teacher_mode_eval_keeps_the_teacher_deterministic_and_bad_modes_are_refused():
+    model = build(DINOVIM)
+    model.train()
+    assert model.backbone.training and not model.teacher.training
+    with pytest.raises(ValueError, match="teacher_mode must be one of .*got 'ema'"):
+        MODELS.build(dict(type='DINO', backbone=VIT, teacher_mode='ema',
+                          neck=dict(type='dinomamba_mm.DINOProjectionHead', in_channels=16,
+                                    out_channels=K, hidden_channels=24, bottleneck_channels=8),
+                          head=dict(type='dinomamba_mm.DINOLossHead', out_channels=K)))
