@@ -72,6 +72,7 @@ train_dataloader = dict(
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
+    constructor='dinomamba_mm.TrainableOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999),
                    weight_decay=0.04),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))

@@ -7,4 +7,6 @@ _base_ = [
     '../_base_/schedules/dino_adamw_coslr_100e.py',
 ]
 
-model = dict(backbone=dict(type='dinomamba_mm.DinoMambaReg', num_registers=12, img_size=112))
+# teacher in train mode (its drop path on), as the paper's main_dino_vim.py trains it
+model = dict(backbone=dict(type='dinomamba_mm.DinoMambaReg', num_registers=12, img_size=112),
+             teacher_mode='train')

@@ -4,3 +4,6 @@ _base_ = [
     '../_base_/datasets/imagenet_dino-multicrop_bs64.py',
     '../_base_/schedules/dino_adamw_coslr_100e.py',
 ]
+
+# teacher in train mode (its drop path on), as the paper's main_dino_vim.py trains it
+model = dict(teacher_mode='train')

@@ -5,4 +5,5 @@ _base_ = [
     '../_base_/schedules/dino_adamw_coslr_100e.py',
 ]
 
-model = dict(backbone=dict(arch='small'), neck=dict(in_channels=512))
+# teacher in train mode (its drop path on), as the paper's main_dino_vim.py trains it
+model = dict(backbone=dict(arch='small'), neck=dict(in_channels=512), teacher_mode='train')

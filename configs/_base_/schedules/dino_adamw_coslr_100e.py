@@ -34,6 +34,8 @@ randomness = dict(seed=0)
 
 optim_wrapper = dict(
     type='AmpOptimWrapper',
+    # mmengine's constructor, minus its warning per frozen teacher parameter
+    constructor='dinomamba_mm.TrainableOptimWrapperConstructor',
     dtype='bfloat16',
     optimizer=dict(type='AdamW', lr=5e-4, betas=(0.9, 0.999), weight_decay=0.04),
     paramwise_cfg=dict(bias_decay_mult=0., flat_decay_mult=0.))
