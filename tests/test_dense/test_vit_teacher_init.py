@@ -16,7 +16,7 @@ TINY_ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=
 @pytest.mark.parametrize('backbone', ['vit', 'linearvit'])
 def test_teacher_weights_survive_init_weights(backbone, tmp_path):
     path = osp.join(REPO, 'configs', 'ade20k',
-                    f'upernet_{backbone}-b-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py')
+                    f'upernet_{backbone}-base-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py')
     backbone_cfg = Config.fromfile(path).model.backbone
     backbone_cfg.update(arch=TINY_ARCH, img_size=(64, 64), out_indices=(0, 1))
     init_default_scope('mmseg')
