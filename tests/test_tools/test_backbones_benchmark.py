@@ -22,7 +22,7 @@ def test_products_only_scan_runs_the_forward_products_and_returns_zeros(monkeypa
                         mixer_module.ssd_scan_bidirectional)
     backbones_benchmark.scan_products_only()
     inputs = ssd_benchmark.make_inputs((1, 100, 2, 4, 4), torch.device('cpu'), torch.float32)
-    kwargs = dict(dt=inputs['dt'], A=inputs['A'], B=inputs['B'], C=inputs['C'], chunk_size=256,
+    kwargs = dict(dt=inputs['dt'], A=inputs['A'], B=inputs['B'], C=inputs['C'], chunk_size=64,
                   D=inputs['D'], dt_bias=inputs['dt_bias'], dt_softplus=True)
     with torch.no_grad():
         mixer_module.ssd_scan_bidirectional(x=inputs['x'], **kwargs)  # records
@@ -31,7 +31,7 @@ def test_products_only_scan_runs_the_forward_products_and_returns_zeros(monkeypa
             y_fwd, y_bwd = mixer_module.ssd_scan_bidirectional(x=inputs['x'], **kwargs)
     assert not y_fwd.any() and not y_bwd.any()
     assert y_fwd.shape == y_bwd.shape == inputs['x'][0].shape
-    # forward FLOPs by hand: 2 chunks of Q = 50 (CPU cap 64 on L = 100), 2 directions, H = 2,
+    # forward FLOPs by hand: 2 chunks of Q = 50 (chunk_size 64 on L = 100), 2 directions, H = 2,
     # G = 1, P = N = 4; no state product for the last chunk, no off-diagonal one for the first
     R, H, nc, Q, P, N = 2, 2, 2, 50, 4, 4
     expected = (2 * R * nc * Q * N * Q + 2 * R * H * nc * Q * Q * P

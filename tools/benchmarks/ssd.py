@@ -11,10 +11,10 @@ Side by side in one run, for each shape (B, L, H, P, N):
             warm operands of the same shapes and strides: the floor of ours on the machine, the
             time no reorganisation of its other work (masks, exponentials, layouts, allocation)
             can go below; its speed-up column is the most ours could reach against minimal
-  baseline  with --baseline FILE: ``ssd_bidirectional_torch`` of a chunk.py from another commit
-            (loaded as a standalone module, e.g.
-            ``git show f354216:dinomamba_mm/ops/ssd/chunk.py > /tmp/chunk_before.py``), so that a
-            change is timed side by side with the code it replaces
+  baseline  with --baseline FILE: ``ssd_scan_bidirectional`` of a module file that exposes it,
+            e.g. one importing the ops/ssd package of another commit (``git archive`` it into a
+            folder under another name), so that a change is timed side by side with the code it
+            replaces
 Measured: wall time and process CPU time (medians over rounds in which the methods take turns) of
 forward and of forward+backward (through every input), and peak memory. CPU peak memory = growth
 of the process's peak resident set (VmHWM, reset through /proc/self/clear_refs before each call)
@@ -31,9 +31,9 @@ Usage:
   python tools/benchmarks/ssd.py            # the full table (long; minutes on 2 cores)
   python tools/benchmarks/ssd.py --quick    # a small subset
   python tools/benchmarks/ssd.py --device cuda
-  python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk caps
+  python tools/benchmarks/ssd.py --chunk-sweep   # our CPU path for several chunk sizes
   python tools/benchmarks/ssd.py --inference     # only the DinoVim-T no-grad forward table
-  python tools/benchmarks/ssd.py --quick --baseline /tmp/chunk_before.py
+  python tools/benchmarks/ssd.py --quick --baseline FILE
   python tools/benchmarks/ssd.py --quick --malloc adaptive   # times without the pinning's page faults
   add --threads 1 on a shared machine (both methods then run single-threaded)
 """
@@ -51,8 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from dinomamba_mm.ops.ssd import chunk as chunk_module
-from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import api, ssd_scan_bidirectional
 
 # (B, L, H, P, N); the long sequences use a smaller batch so that the minimal listing fits
 FULL_SHAPES = [(8, 197, 24, 64, 64), (8, 785, 24, 64, 64), (8, 3137, 24, 64, 64),
@@ -61,7 +60,8 @@ QUICK_SHAPES = [(8, 197, 24, 64, 64), (2, 4096, 24, 64, 64)]
 # the mixer call of DinoVim-T at 224 x 224 px (14 x 14 patches + cls) and at detection
 # resolution (1024 x 1024 px: 64 x 64 patches + cls)
 INFERENCE_SHAPES = [(1, 197, 8, 64, 64), (1, 4097, 8, 64, 64)]
-CHUNK = 256
+CHUNK = 256  # the minimal listing's and mamba_ssm's chunk length
+OURS_CHUNK = 64  # ours' default (see ssd_scan)
 SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the sequential scan
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
 LONG = 785  # above this: one timed round, no warm-up (minutes per call on 2 cores)
@@ -136,7 +136,7 @@ def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
 
 
 def ours_bidirectional(x, dt, A, B, C, D, dt_bias):
-    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=CHUNK, D=D, dt_bias=dt_bias,
+    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=OURS_CHUNK, D=D, dt_bias=dt_bias,
                                   dt_softplus=True)
 
 
@@ -148,7 +148,14 @@ class _RecordProducts(TorchDispatchMode):
         self.phase = 'fwd'
         self.calls: Dict[str, List[Tuple]] = {'fwd': [], 'bwd': []}
 
+    # the scan's custom ops: their Python bodies run under the mode, so that it sees their products
+    SCAN_OPS = {torch.ops.dinomamba_mm.ssd_scan.default: api._scan,
+                torch.ops.dinomamba_mm.ssd_scan_backward.default: api._scan_backward}
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.SCAN_OPS:
+            with self:
+                return self.SCAN_OPS[func](*args, **(kwargs or {}))
         if func in (torch.ops.aten.bmm.default, torch.ops.aten.bmm.out):
             a, b = args[:2]
             self.calls[self.phase].append(((tuple(a.shape), a.stride()),
@@ -227,14 +234,14 @@ def products_of_ours(inputs) -> Callable:
 
 
 def load_baseline(path: str) -> Callable:
-    """``ssd_bidirectional_torch`` of the standalone module file ``path``, wrapped as a method."""
+    """``ssd_scan_bidirectional`` of the module file ``path``, wrapped as a method."""
     spec = importlib.util.spec_from_file_location('ssd_baseline', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
     def baseline_bidirectional(x, dt, A, B, C, D, dt_bias):
-        return module.ssd_bidirectional_torch(x, dt, A, B, C, CHUNK, D, (None, None), dt_bias,
-                                              True, (0.0, float('inf')))
+        return module.ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=OURS_CHUNK, D=D,
+                                             dt_bias=dt_bias, dt_softplus=True)
 
     return baseline_bidirectional
 
@@ -411,8 +418,8 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int,
     memory_kind = ('torch.cuda.max_memory_allocated growth' if device.type == 'cuda'
                    else 'peak RSS growth' if memory else
                    "n/a (glibc's adaptive mmap threshold: freed buffers stay in the process)")
-    print(f'# dtype {dtype}, chunk_size {CHUNK} (ours caps CPU chunks at '
-          f'{chunk_module.CPU_CHUNK_CAP}), G = 1, D, dt_bias, dt_softplus; both directions; '
+    print(f'# dtype {dtype}, chunk_size {CHUNK} (ours {OURS_CHUNK}), G = 1, D, dt_bias, '
+          f'dt_softplus; both directions; '
           f'median of {repeats} interleaved rounds (1 for L > {LONG}); memory = {memory_kind}')
     print('# ms = wall clock; cpu ms = process CPU time (all threads), steadier on a shared '
           'machine')
@@ -498,28 +505,20 @@ def inference(device: torch.device, dtype: torch.dtype, repeats: int,
 
 
 def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None:
-    """Fwd+bwd time of our CPU path for several chunk caps (the reason for CPU_CHUNK_CAP)."""
+    """Fwd+bwd time of our CPU path for several chunk sizes (the reason for its default)."""
     print(f'# machine: {machine_line(device)}')
-    print('| B | L | chunk cap | fwd+bwd ms | fwd+bwd cpu ms | fwd+bwd MiB |')
+    print('| B | L | chunk size | fwd+bwd ms | fwd+bwd cpu ms | fwd+bwd MiB |')
     print('|---|---|---|---|---|---|')
-    default = chunk_module.CPU_CHUNK_CAP
     for shape in QUICK_SHAPES:
         inputs = make_inputs(shape, device, torch.float32)
-        caps = [256, 128, 64, 48, 32]
+        for chunk in (256, 128, 64, 48, 32):
+            def ours(x, dt, A, B, C, D, dt_bias, chunk=chunk):
+                return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=chunk, D=D,
+                                              dt_bias=dt_bias, dt_softplus=True)
 
-        # the cap must stay set through the backward pass, which runs after the call returns
-        results = {}
-        for cap in caps:
-            chunk_module.CPU_CHUNK_CAP = cap
-            try:
-                results[cap] = measure_interleaved([(str(cap), ours_bidirectional)], inputs,
-                                                   device, True, repeats, warmup=True,
-                                                   memory=memory)[str(cap)]
-            finally:
-                chunk_module.CPU_CHUNK_CAP = default
-        for cap in caps:
-            wall, cpu, mib = results[cap]
-            print(f'| {shape[0]} | {shape[1]} | {cap} | {wall * 1e3:.0f} | {cpu * 1e3:.0f} '
+            wall, cpu, mib = measure_interleaved([(str(chunk), ours)], inputs, device, True,
+                                                 repeats, warmup=True, memory=memory)[str(chunk)]
+            print(f'| {shape[0]} | {shape[1]} | {chunk} | {wall * 1e3:.0f} | {cpu * 1e3:.0f} '
                   f'| {_fmt(mib)} |', flush=True)
 
 
@@ -532,13 +531,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('--no-sequential', action='store_true',
                         help='skip the token-by-token scan (slow at long L)')
     parser.add_argument('--chunk-sweep', action='store_true',
-                        help='only time our CPU path for several chunk caps')
+                        help='only time our CPU path for several chunk sizes')
     parser.add_argument('--inference', action='store_true',
                         help='only the no-grad forward of the DinoVim-T mixer call')
     parser.add_argument('--threads', type=int, default=None,
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     parser.add_argument('--baseline', metavar='FILE',
-                        help='also time ssd_bidirectional_torch of this standalone chunk.py')
+                        help='also time ssd_scan_bidirectional of this module file')
     parser.add_argument('--malloc', choices=('pinned', 'adaptive'), default='pinned',
                         help="CPU: 'pinned' (default) pins glibc's mmap threshold so that the "
                              "peak memory columns are measured, and every large buffer costs "

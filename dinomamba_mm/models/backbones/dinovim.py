@@ -20,7 +20,7 @@ from .backbone_checks import check_backbone_args, check_image_input
 from .checked_pretrained import checked_pretrained_cfg
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
-ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
+ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
 
@@ -86,9 +86,10 @@ class DinoVim(BaseModule):
 
     Args:
         arch: 'tiny' / 'small' / 'base' (aliases 't' / 's' / 'b'): embed_dims 256 / 512 / 768,
-            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 256;
+            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 64;
             or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
-            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (256).
+            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (64, the
+            SSD scan's chunk length: see ``ssd_scan``).
         img_size: input size the position embedding is stored for (any multiple of the patch
             size runs; the embedding is resized per input). The paper's Vim stores 224 (14x14),
             its MambaR 112 (a 7x7 table); a loaded table of another grid is resampled once at

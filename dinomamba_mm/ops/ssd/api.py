@@ -18,21 +18,25 @@ Semantics, per batch b, head h, group g = h // (H // G):
 6. B = 0 gives empty outputs (and zero gradients for the parameters); H = 0, P = 0, N = 0 or
    L = 0 are errors.
 
-Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
-CPU under ``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its
-docstring; ``reference.py`` is the same algorithm in einsum form). ``impl=None`` or 'auto' uses
-``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first call) and otherwise picks Triton
-for CUDA tensors when triton imports, else torch. The Triton kernels compute in float32: float64
-inputs, and batches of size 0, go to the torch path whatever ``impl`` says.
+Implementations ("backends"), chosen for each call by :func:`select_backend`: 'torch'
+(``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or CPU under
+``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its docstring;
+``reference.py`` is the same algorithm in einsum form). Both run inside one opaque custom op,
+``torch.ops.dinomamba_mm.ssd_scan`` (with a fake implementation and a registered backward, the op
+``ssd_scan_backward``), so that torch.compile and torch.export see the scan as one node and the
+fast paths keep their buffers and data-dependent shortcuts.
 """
 import functools
+import importlib
 import os
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .chunk import ssd_bidirectional_torch, ssd_chunk_torch
 from .matrix import mixing_matrix
+from .scan_inputs import ScanInputs, compute_dtype
+
+Tensor = torch.Tensor
 
 IMPLS = ('auto', 'torch', 'triton')
 ENV_IMPL = 'DINOMAMBA_SSD_IMPL'
@@ -150,34 +154,164 @@ def _triton_importable() -> bool:
     return True
 
 
-def _resolve_impl(impl: Optional[str], x: torch.Tensor) -> str:
-    """'torch' or 'triton' for this call (see the module docstring)."""
+def select_backend(impl: Optional[str], x: Tensor) -> str:
+    """'torch' or 'triton' for a call on x (B, L, H, P); the one place that chooses.
+
+    ``impl`` None or 'auto' uses ``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first
+    call) and otherwise picks Triton for CUDA tensors when triton imports, else torch. The Triton
+    kernels compute in float32 and launch a grid per batch row: float64 inputs, and batches of
+    size 0, run on the torch backend whatever ``impl`` says.
+    """
     if impl is None or impl == 'auto':
         impl = _environment_impl() or 'auto'
     elif impl not in IMPLS:
         raise ValueError(f'impl must be one of None, {", ".join(map(repr, IMPLS))}, got {impl!r}')
     if impl == 'auto':
         impl = 'triton' if x.device.type == 'cuda' and _triton_importable() else 'torch'
+    if x.dtype == torch.float64 or x.shape[0] == 0:
+        return 'torch'
     return impl
 
 
+def _backend(name: str):
+    """The module of a backend: ``forward``, ``backward`` and ``saved_like`` of a ScanInputs."""
+    return importlib.import_module(f'.{"chunk" if name == "torch" else "triton_chunk"}',
+                                   __package__)
+
+
+def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                 dt_softplus, dt_limit, return_final_states) -> ScanInputs:
+    return ScanInputs(tuple(x), tuple(dt), tuple(A), tuple(B), tuple(C), tuple(D), tuple(z),
+                      tuple(dt_bias), tuple(initial_states), tuple(reverse), chunk_size,
+                      dt_softplus, (float(dt_limit[0]), float(dt_limit[1])),
+                      return_final_states)
+
+
+def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor],
+             C: List[Tensor], D: List[Optional[Tensor]], z: List[Optional[Tensor]],
+             dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
+             reverse: List[bool], chunk_size: int, dt_softplus: bool, dt_limit: List[float],
+             return_final_states: bool, backend: str, keep: bool) -> List[Tensor]:
+    """The scan of every direction (the lists hold one entry per direction): [y (ndir, B, L, H,
+    P), final state (B, H, P, N) if asked for (one direction), the tensors the backward reads
+    (with ``keep``)]."""
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, return_final_states)
+    # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
+    # mixed dtypes and make the saved tensors disagree with the backward's.
+    with torch.autocast(device_type=x[0].device.type, enabled=False):
+        y, finals, saved = _backend(backend).forward(inp, keep)
+    return [y, *finals, *saved]
+
+
+_scan_op = torch.library.custom_op('dinomamba_mm::ssd_scan', _scan, mutates_args=())
+
+
+@_scan_op.register_fake
+def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size, dt_softplus,
+               dt_limit, return_final_states, backend, keep):
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, return_final_states)
+    batch, _, heads, headdim = x[0].shape
+    finals = [x[0].new_empty((batch, heads, headdim, B[0].shape[3]), dtype=compute_dtype(x[0]))
+              ] if return_final_states else []
+    saved = _backend(backend).saved_like(inp) if keep else []
+    return [x[0].new_empty((len(x), *x[0].shape)), *finals, *saved]
+
+
+def _scan_backward(dout: Optional[Tensor], d_final: Optional[Tensor], x: List[Tensor],
+                      dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
+                      D: List[Optional[Tensor]], z: List[Optional[Tensor]],
+                      dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
+                      reverse: List[bool], chunk_size: int, dt_softplus: bool,
+                      dt_limit: List[float], saved: List[Tensor], backend: str) -> List[Tensor]:
+    """Gradients of the inputs that are not None (``ScanInputs.present`` order) from those of y
+    and of the final state (None where they got none)."""
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, d_final is not None)
+    d_finals = [d_final] + [None] * (len(x) - 1)
+    with torch.autocast(device_type=x[0].device.type, enabled=False):
+        grads = _backend(backend).backward(inp, saved, dout, d_finals)
+    # the backends hand out both directions' gradients as views of one buffer where they can;
+    # an op's outputs must not share memory
+    storages = set()
+    for i, g in enumerate(grads):
+        if g.untyped_storage().data_ptr() in storages:
+            grads[i] = g = g.clone()
+        storages.add(g.untyped_storage().data_ptr())
+    return grads
+
+
+_scan_backward_op = torch.library.custom_op('dinomamba_mm::ssd_scan_backward', _scan_backward,
+                                            mutates_args=())
+
+
+@_scan_backward_op.register_fake
+def _scan_backward_fake(dout, d_final, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
+    return [torch.empty_like(t) for group in (x, dt, A, B, C, D, z, dt_bias, initial_states)
+            for t in group if t is not None]
+
+
+_TENSOR_ARGS = len(ScanInputs.TENSORS)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    tensors, options = inputs[:_TENSOR_ARGS], inputs[_TENSOR_ARGS:]
+    reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend, _ = options
+    outputs = 1 + int(return_final_states)
+    ctx.mark_non_differentiable(*output[outputs:])
+    ctx.set_materialize_grads(False)
+    ctx.lengths = [len(group) for group in tensors]
+    ctx.save_for_backward(*(t for group in tensors for t in group), *output[outputs:])
+    ctx.options = (reverse, chunk_size, dt_softplus, dt_limit)
+    ctx.outputs, ctx.backend = outputs, backend
+
+
+def _backward(ctx, grads):
+    saved = list(ctx.saved_tensors)
+    groups = []
+    for n in ctx.lengths:
+        groups.append(saved[:n])
+        saved = saved[n:]
+    dout, d_final = grads[0], grads[1] if ctx.outputs == 2 else None
+    found = iter(_scan_backward_op(dout, d_final, *groups, *ctx.options, saved, ctx.backend))
+    # a list holding None is one leaf for the op's autograd wrapper: its gradient is one None
+    return (*(None if None in group else [next(found) for _ in group] for group in groups),
+            *(None,) * 7)
+
+
+_scan_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _run(directions: Sequence[dict], reverse: Sequence[bool], chunk_size: int,
+         dt_softplus: bool, dt_limit, return_final_states: bool, impl: Optional[str]):
+    """The op over validated per-direction tensors (dicts of ScanInputs.TENSORS names)."""
+    x = directions[0]['x']
+    tensors = [[d[name] for d in directions] for name in ScanInputs.TENSORS]
+    keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for group in tensors for t in group)
+    return _scan_op(*tensors, list(reverse), chunk_size, dt_softplus,
+                    [float(dt_limit[0]), float(dt_limit[1])], return_final_states,
+                    select_backend(impl, x), keep)
+
+
 def ssd_scan(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    chunk_size: int = 256,
-    D: Optional[torch.Tensor] = None,
-    z: Optional[torch.Tensor] = None,
-    dt_bias: Optional[torch.Tensor] = None,
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    chunk_size: int = 64,
+    D: Optional[Tensor] = None,
+    z: Optional[Tensor] = None,
+    dt_bias: Optional[Tensor] = None,
     dt_softplus: bool = False,
     dt_limit: Tuple[float, float] = (0.0, float('inf')),
-    initial_states: Optional[torch.Tensor] = None,
+    initial_states: Optional[Tensor] = None,
     return_final_states: bool = False,
     reverse: bool = False,
     impl: Optional[str] = None,
-) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """SSD scan over a sequence (Mamba-2's ``mamba_chunk_scan_combined`` semantics).
 
     Args:
@@ -186,7 +320,12 @@ def ssd_scan(
         A: (H,) decay rates, negative for a stable scan.
         B: (B, L, G, N) input projections, H % G == 0; head h reads group h // (H // G).
         C: (B, L, G, N) output projections.
-        chunk_size: maximum chunk length of the chunked algorithm (does not change the result).
+        chunk_size: chunk length of the chunked algorithm (the result does not depend on it).
+            The torch backend cuts the sequence into ceil(L / chunk_size) chunks of equal length
+            (at most chunk_size); 64, the default, is where its CPU time is lowest
+            (``tools/benchmarks/ssd.py --chunk-sweep``). The Triton kernels use the largest power
+            of two in [16, 64] not above it (tl.dot needs 16; 64 keeps a chunk's tiles in
+            registers).
         D: (H,) or (H, P) skip term D * x, optional.
         z: (B, L, H, P) gate: y * silu(z), optional.
         dt_bias: (H,) added to dt, optional.
@@ -196,22 +335,16 @@ def ssd_scan(
         return_final_states: also return the (B, H, P, N) final state (float32; float64 for
             float64 x).
         reverse: scan from the last token to the first.
-        impl: None / 'auto', 'torch' or 'triton' (see the module docstring; float64 inputs and
-            B = 0 always run on the torch path).
+        impl: None / 'auto', 'torch' or 'triton' (see :func:`select_backend`).
 
     Returns:
         y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when asked for.
     """
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
-    args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, tuple(dt_limit),
-            initial_states, return_final_states, reverse)
-    # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
-    # mixed dtypes and make the saved tensors disagree with the backward's.
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        if _resolve_impl(impl, x) == 'triton':
-            from .triton_chunk import ssd_chunk_triton
-            return ssd_chunk_triton(*args)
-        return ssd_chunk_torch(*args)
+    out = _run([dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                     initial_states=initial_states)], [bool(reverse)], chunk_size, dt_softplus,
+               dt_limit, return_final_states, impl)
+    return (out[0][0], out[1]) if return_final_states else out[0][0]
 
 
 def _as_pair(name: str, value) -> Tuple:
@@ -229,15 +362,16 @@ def ssd_scan_bidirectional(
     A: Pair,
     B: Pair,
     C: Pair,
-    chunk_size: int = 256,
+    chunk_size: int = 64,
     D: Optional[Pair] = None,
     z: Optional[Pair] = None,
     dt_bias: Optional[Pair] = None,
     dt_softplus: bool = False,
     dt_limit: Tuple[float, float] = (0.0, float('inf')),
     impl: Optional[str] = None,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Forward and reverse scans of one sequence, as a bidirectional vision mixer needs them.
+) -> Tuple[Tensor, Tensor]:
+    """Forward and reverse scans of one sequence, as a bidirectional vision mixer needs them,
+    in one pass of every stage.
 
     Each of x, dt, A, B, C, D, z, dt_bias is either one tensor shared by both directions or a
     pair (forward_value, backward_value) with the shapes of :func:`ssd_scan`; the two x must have
@@ -249,10 +383,11 @@ def ssd_scan_bidirectional(
     """
     pairs = {name: _as_pair(name, value) for name, value in
              (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D), ('z', z),
-              ('dt_bias', dt_bias))}
-    for i, direction in enumerate(('forward', 'backward')):
-        _validate(*(pairs[n][i] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
-                  *(pairs[n][i] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
+              ('dt_bias', dt_bias), ('initial_states', None))}
+    directions = [{name: pair[i] for name, pair in pairs.items()} for i in range(2)]
+    for d, direction in zip(directions, ('forward', 'backward')):
+        _validate(*(d[n] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
+                  *(d[n] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
                   prefix=f'{direction} ')
     xf, xb = pairs['x']
     if xf.shape != xb.shape or xf.dtype != xb.dtype or xf.device != xb.device:
@@ -269,13 +404,8 @@ def ssd_scan_bidirectional(
         if fwd_val is not None and fwd_val.shape != bwd_val.shape:
             raise ValueError(f'forward and backward {name} must have one shape, got '
                              f'{_shape(fwd_val)} and {_shape(bwd_val)}')
-    args = (pairs['x'], pairs['dt'], pairs['A'], pairs['B'], pairs['C'], chunk_size, pairs['D'],
-            pairs['z'], pairs['dt_bias'], dt_softplus, tuple(dt_limit))
-    with torch.autocast(device_type=xf.device.type, enabled=False):  # see ssd_scan
-        if _resolve_impl(impl, xf) == 'triton':
-            from .triton_chunk import ssd_bidirectional_triton
-            return ssd_bidirectional_triton(*args)
-        return ssd_bidirectional_torch(*args)
+    y = _run(directions, [False, True], chunk_size, dt_softplus, dt_limit, False, impl)[0]
+    return y[0], y[1]
 
 
 def ssd_mixing_matrix(

@@ -59,8 +59,7 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from .scan_inputs import DirectionInputs, ScanOptions, compute_dtype, preprocess_dt, \
-    preprocess_dt_backward
+from .scan_inputs import ScanInputs, compute_dtype, preprocess_dt, preprocess_dt_backward
 
 Tensor = torch.Tensor
 
@@ -78,9 +77,10 @@ PRODUCT_BUFFER_BYTES = 4 * 2**20
 
 
 def chunk_layout(length: int, chunk_size: int) -> Tuple[int, int]:
-    """(n_chunks, chunk length Q): chunks of at most ``chunk_size`` tokens, padding < n_chunks."""
-    n_chunks = max(1, math.ceil(length / chunk_size))
-    return n_chunks, max(1, math.ceil(length / n_chunks))
+    """(n_chunks, chunk length Q): chunks of at most ``chunk_size`` tokens, padding < n_chunks
+    (length >= 1; integer arithmetic, so that symbolic sizes work too)."""
+    n_chunks = -(-length // chunk_size)
+    return n_chunks, -(-length // n_chunks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,15 +258,14 @@ class DtCumsum(NamedTuple):
     finite: bool
 
 
-def dA_cumsum_fwd(lay: ChunkLayout, dirs: Sequence[DirectionInputs],
-                  options: ScanOptions) -> DtCumsum:
+def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     """dt' = clamp(softplus?(dt + dt_bias)) and its running sums s of dt' A per chunk."""
     dt = lay.new(lay.rows, lay.heads, lay.padded)
-    for d, inp in zip(lay.directions, dirs):
+    for k, d in enumerate(lay.directions):
         lay.zero_padding(dt[d.rows], d, dim=2)
-        dt[d.rows, :, d.tokens] = preprocess_dt(inp.dt, inp.dt_bias, options.dt_softplus,
-                                                options.dt_limit, lay.dtype).transpose(1, 2)
-    A = torch.cat([inp.A.to(torch.float64).expand(lay.batch, -1) for inp in dirs])  # (R, H)
+        dt[d.rows, :, d.tokens] = preprocess_dt(inp.dt[k], inp.dt_bias[k], inp.dt_softplus,
+                                                inp.dt_limit, lay.dtype).transpose(1, 2)
+    A = torch.cat([A.to(torch.float64).expand(lay.batch, -1) for A in inp.A])  # (R, H)
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
     if dA.numel() == 0:
@@ -279,8 +278,7 @@ def dA_cumsum_fwd(lay: ChunkLayout, dirs: Sequence[DirectionInputs],
 
 
 def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor, dt: Tensor,
-                  dirs: Sequence[DirectionInputs],
-                  options: ScanOptions) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
+                  inp: ScanInputs) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
     """Per direction (d dt (B, L, H), dA (H,), d dt_bias (H,) or None).
 
     Args:
@@ -293,18 +291,18 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
                            for d in lay.directions])
     ddA = ddA.view(lay.rows, lay.heads, lay.padded)
     grads = []
-    for d, inp in zip(lay.directions, dirs):
-        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0)
-        dA = dA.to(inp.A.dtype)
-        ddt_d = ddt[d.rows].addcmul(ddA[d.rows], inp.A.to(lay.dtype)[:, None])
-        ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), inp.dt,
-                                         inp.dt_bias, options)
-        d_bias = ddt_raw.sum((0, 1)).to(inp.dt_bias.dtype) if inp.dt_bias is not None else None
-        grads.append((ddt_raw.to(inp.dt.dtype), dA, d_bias))
+    for k, d in enumerate(lay.directions):
+        A, dt_raw, bias = inp.A[k], inp.dt[k], inp.dt_bias[k]
+        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0).to(A.dtype)
+        ddt_d = ddt[d.rows].addcmul(ddA[d.rows], A.to(lay.dtype)[:, None])
+        ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), dt_raw, bias,
+                                         inp)
+        d_bias = ddt_raw.sum((0, 1)).to(bias.dtype) if bias is not None else None
+        grads.append((ddt_raw.to(dt_raw.dtype), dA, d_bias))
     return grads
 
 
-def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum) -> Tensor:
+def dt_scaled_x(lay: ChunkLayout, inp: ScanInputs, cum: DtCumsum) -> Tensor:
     """x_dt = dt' x, head-major (R, H, Lp, P), 0 on the padding: the operand of both
     :func:`chunk_state_fwd` and :func:`chunk_scan_diag_fwd`.
 
@@ -313,9 +311,9 @@ def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum
     tokens of its chunk through the zeros of the diagonal blocks' products.
     """
     x_dt = lay.new(lay.rows, lay.heads, lay.padded, lay.headdim)
-    for d, inp in zip(lay.directions, dirs):
+    for x, d in zip(inp.x, lay.directions):
         lay.zero_padding(x_dt[d.rows], d, dim=2)
-        torch.mul(inp.x, cum.dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
+        torch.mul(x, cum.dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
                   out=x_dt[d.rows, :, d.tokens].transpose(1, 2))
     if not cum.finite:
         x_dt.masked_fill_(~torch.isfinite(cum.dt).unsqueeze(-1), 0.0)
@@ -323,17 +321,17 @@ def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum
 
 
 def dt_scaled_x_bwd(lay: ChunkLayout, d_x_dt: Tensor, dy: Tensor, ddt: Tensor, dt: Tensor,
-                    dirs: Sequence[DirectionInputs]) -> List[Tensor]:
+                    inp: ScanInputs) -> List[Tensor]:
     """dx per direction (B, L, H, P) from d(dt' x) and from the skip term D x; adds
     x . d(dt' x) to ``ddt`` (R, H, Lp) in place."""
     dxs = []
-    for d, inp in zip(lay.directions, dirs):
+    for x, D, d in zip(inp.x, inp.D, lay.directions):
         d_x_dt_d = d_x_dt[d.rows, :, d.tokens].transpose(1, 2)
-        ddt[d.rows, :, d.tokens] += summed_products(lay, inp.x, d_x_dt_d, (-1,)).transpose(1, 2)
+        ddt[d.rows, :, d.tokens] += summed_products(lay, x, d_x_dt_d, (-1,)).transpose(1, 2)
         dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1))
-        if inp.D is not None:
-            dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(inp.D, lay.dtype))
-        dxs.append(dx.to(inp.x.dtype))
+        if D is not None:
+            dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(D, lay.dtype))
+        dxs.append(dx.to(x.dtype))
     return dxs
 
 
@@ -687,24 +685,26 @@ def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
     return out
 
 
-def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, dirs: Sequence[DirectionInputs],
-                       keep: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
-    """Each direction's output (B, L, H, P) in x's dtype: y + D x, times silu(z) if gated;
-    with ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
-    gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) \
-        if keep and dirs[0].z is not None else None
-    outs = []
-    for d, inp in zip(lay.directions, dirs):
+def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, inp: ScanInputs,
+                       keep: bool) -> Tuple[Tensor, Optional[Tensor]]:
+    """The outputs (ndir, B, L, H, P) in x's dtype: y + D x, times silu(z) if gated; with
+    ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
+    gated = inp.z[0] is not None
+    gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) if keep and gated else None
+    out = torch.empty(len(lay.directions), *inp.x[0].shape, dtype=inp.x[0].dtype,
+                      device=lay.device)
+    for k, d in enumerate(lay.directions):
+        x, D, z = inp.x[k], inp.D[k], inp.z[k]
         y_d = y[d.rows, :, d.tokens].transpose(1, 2)
-        out = gate_input[d.rows] if gate_input is not None else lay.new(*inp.x.shape)
-        if inp.D is None:
-            out.copy_(y_d)
+        pre = gate_input[d.rows] if gate_input is not None else \
+            lay.new(*x.shape) if gated else out[k]
+        if D is None:
+            pre.copy_(y_d)
         else:
-            torch.addcmul(y_d, inp.x, _skip_weight(inp.D, lay.dtype), out=out)
-        if inp.z is not None:
-            out = out * F.silu(inp.z.to(lay.dtype))
-        outs.append(out.to(inp.x.dtype))
-    return outs, gate_input
+            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=pre)
+        if gated:
+            torch.mul(pre, F.silu(z.to(lay.dtype)), out=out[k])
+    return out, gate_input
 
 
 class ScanGrads(NamedTuple):
@@ -729,38 +729,39 @@ class ScanGrads(NamedTuple):
     dz: List[Optional[Tensor]]
 
 
-def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
-                       gate_input: Optional[Tensor],
-                       dirs: Sequence[DirectionInputs]) -> ScanGrads:
-    """Backward of :func:`chunk_scan_out_fwd`: dy (head-major, for the other stages), dD, dz;
-    allocates the other gradients of :class:`ScanGrads`."""
+def chunk_scan_out_bwd(lay: ChunkLayout, dout: Optional[Tensor], gate_input: Optional[Tensor],
+                       inp: ScanInputs) -> ScanGrads:
+    """Backward of :func:`chunk_scan_out_fwd` for dout (ndir, B, L, H, P) or None: dy
+    (head-major, for the other stages), dD, dz; allocates the other gradients of
+    :class:`ScanGrads`."""
     R, H, P = lay.rows, lay.heads, lay.headdim
     dy = lay.new(R, H, lay.padded, P)
     dD: List[Optional[Tensor]] = []
     dz: List[Optional[Tensor]] = []
-    for d, inp, dout in zip(lay.directions, dirs, douts):
+    for k, d in enumerate(lay.directions):
+        x, D, z = inp.x[k], inp.D[k], inp.z[k]
         lay.zero_padding(dy[d.rows], d, dim=2)
         dy_d = dy[d.rows, :, d.tokens].transpose(1, 2)  # (B, L, H, P) view
         if dout is None:
             dy_d.zero_()
-            dD.append(None if inp.D is None else torch.zeros_like(inp.D))
-            dz.append(None if inp.z is None else torch.zeros_like(inp.z))
+            dD.append(None if D is None else torch.zeros_like(D))
+            dz.append(None if z is None else torch.zeros_like(z))
             continue
-        dout = dout.to(lay.dtype)
-        if inp.z is None:
-            dy_d.copy_(dout)
+        dout_d = dout[k].to(lay.dtype)
+        if z is None:
+            dy_d.copy_(dout_d)
             dz.append(None)
         else:
-            z = inp.z.to(lay.dtype)
-            sig = torch.sigmoid(z)
+            zc = z.to(lay.dtype)
+            sig = torch.sigmoid(zc)
             # d silu(z) / dz = sigmoid(z) (1 + z (1 - sigmoid(z)))
-            dz.append((dout * gate_input[d.rows] * sig * (1 + z * (1 - sig))).to(inp.z.dtype))
-            torch.mul(dout, sig.mul_(z), out=dy_d)
-        if inp.D is None:
+            dz.append((dout_d * gate_input[d.rows] * sig * (1 + zc * (1 - sig))).to(z.dtype))
+            torch.mul(dout_d, sig.mul_(zc), out=dy_d)
+        if D is None:
             dD.append(None)
         else:
-            d_skip = summed_products(lay, inp.x, dy_d, (0,)).sum(0)  # (H, P)
-            dD.append((d_skip.sum(-1) if inp.D.dim() == 1 else d_skip).to(inp.D.dtype))
+            d_skip = summed_products(lay, x, dy_d, (0,)).sum(0)  # (H, P)
+            dD.append((d_skip.sum(-1) if D.dim() == 1 else d_skip).to(D.dtype))
     return ScanGrads(
         dy=dy, d_x_dt=lay.new(R, H, lay.padded, P),
         dB=lay.new(R, lay.groups, lay.padded, lay.dstate),
