@@ -135,6 +135,8 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
         raise ValueError(f'dt_limit must satisfy 0 <= min <= max, got {dt_limit!r}')
 
 
+# read once, and by torch.compile at tracing time rather than traced
+@torch.compiler.assume_constant_result
 @functools.lru_cache(maxsize=None)
 def _environment_impl() -> Optional[str]:
     """The value of ``DINOMAMBA_SSD_IMPL`` (None if unset), read and checked once."""
@@ -145,6 +147,7 @@ def _environment_impl() -> Optional[str]:
     return env
 
 
+@torch.compiler.assume_constant_result
 @functools.lru_cache(maxsize=None)
 def _triton_importable() -> bool:
     try:
@@ -192,16 +195,16 @@ def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor],
              dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
              reverse: List[bool], chunk_size: int, dt_softplus: bool, dt_limit: List[float],
              return_final_states: bool, backend: str, keep: bool) -> List[Tensor]:
-    """The scan of every direction (the lists hold one entry per direction): [y (ndir, B, L, H,
-    P), final state (B, H, P, N) if asked for (one direction), the tensors the backward reads
-    (with ``keep``)]."""
+    """The scan of every direction (the lists hold one entry per direction): [y (B, L, H, P) per
+    direction, final state (B, H, P, N) if asked for (one direction), the tensors the backward
+    reads (with ``keep``)]."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                        dt_softplus, dt_limit, return_final_states)
     # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
     # mixed dtypes and make the saved tensors disagree with the backward's.
     with torch.autocast(device_type=x[0].device.type, enabled=False):
-        y, finals, saved = _backend(backend).forward(inp, keep)
-    return [y, *finals, *saved]
+        ys, finals, saved = _backend(backend).forward(inp, keep)
+    return [*ys, *finals, *saved]
 
 
 _scan_op = torch.library.custom_op('dinomamba_mm::ssd_scan', _scan, mutates_args=())
@@ -216,10 +219,10 @@ def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_siz
     finals = [x[0].new_empty((batch, heads, headdim, B[0].shape[3]), dtype=compute_dtype(x[0]))
               ] if return_final_states else []
     saved = _backend(backend).saved_like(inp) if keep else []
-    return [x[0].new_empty((len(x), *x[0].shape)), *finals, *saved]
+    return [*(t.new_empty(t.shape) for t in x), *finals, *saved]
 
 
-def _scan_backward(dout: Optional[Tensor], d_final: Optional[Tensor], x: List[Tensor],
+def _scan_backward(douts: List[Optional[Tensor]], d_final: Optional[Tensor], x: List[Tensor],
                       dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
                       D: List[Optional[Tensor]], z: List[Optional[Tensor]],
                       dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
@@ -231,13 +234,13 @@ def _scan_backward(dout: Optional[Tensor], d_final: Optional[Tensor], x: List[Te
                        dt_softplus, dt_limit, d_final is not None)
     d_finals = [d_final] + [None] * (len(x) - 1)
     with torch.autocast(device_type=x[0].device.type, enabled=False):
-        grads = _backend(backend).backward(inp, saved, dout, d_finals)
-    # the backends hand out both directions' gradients as views of one buffer where they can;
-    # an op's outputs must not share memory
+        grads = _backend(backend).backward(inp, saved, douts, d_finals)
+    # an op's outputs must not share memory (the backends hand out both directions' gradients
+    # as views of one buffer where they can), and compiled graphs expect the fake's strides
     storages = set()
     for i, g in enumerate(grads):
-        if g.untyped_storage().data_ptr() in storages:
-            grads[i] = g = g.clone()
+        if g.untyped_storage().data_ptr() in storages or not g.is_contiguous():
+            grads[i] = g = g.clone(memory_format=torch.contiguous_format)
         storages.add(g.untyped_storage().data_ptr())
     return grads
 
@@ -247,8 +250,8 @@ _scan_backward_op = torch.library.custom_op('dinomamba_mm::ssd_scan_backward', _
 
 
 @_scan_backward_op.register_fake
-def _scan_backward_fake(dout, d_final, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
-    return [torch.empty_like(t) for group in (x, dt, A, B, C, D, z, dt_bias, initial_states)
+def _scan_backward_fake(douts, d_final, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
+    return [t.new_empty(t.shape) for group in (x, dt, A, B, C, D, z, dt_bias, initial_states)
             for t in group if t is not None]
 
 
@@ -258,13 +261,13 @@ _TENSOR_ARGS = len(ScanInputs.TENSORS)
 def _setup_context(ctx, inputs, output) -> None:
     tensors, options = inputs[:_TENSOR_ARGS], inputs[_TENSOR_ARGS:]
     reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend, _ = options
-    outputs = 1 + int(return_final_states)
+    outputs = len(reverse) + int(return_final_states)
     ctx.mark_non_differentiable(*output[outputs:])
     ctx.set_materialize_grads(False)
     ctx.lengths = [len(group) for group in tensors]
     ctx.save_for_backward(*(t for group in tensors for t in group), *output[outputs:])
     ctx.options = (reverse, chunk_size, dt_softplus, dt_limit)
-    ctx.outputs, ctx.backend = outputs, backend
+    ctx.directions, ctx.final, ctx.backend = len(reverse), return_final_states, backend
 
 
 def _backward(ctx, grads):
@@ -273,8 +276,9 @@ def _backward(ctx, grads):
     for n in ctx.lengths:
         groups.append(saved[:n])
         saved = saved[n:]
-    dout, d_final = grads[0], grads[1] if ctx.outputs == 2 else None
-    found = iter(_scan_backward_op(dout, d_final, *groups, *ctx.options, saved, ctx.backend))
+    n = ctx.directions
+    douts, d_final = list(grads[:n]), grads[n] if ctx.final else None
+    found = iter(_scan_backward_op(douts, d_final, *groups, *ctx.options, saved, ctx.backend))
     # a list holding None is one leaf for the op's autograd wrapper: its gradient is one None
     return (*(None if None in group else [next(found) for _ in group] for group in groups),
             *(None,) * 7)
@@ -344,7 +348,7 @@ def ssd_scan(
     out = _run([dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
                      initial_states=initial_states)], [bool(reverse)], chunk_size, dt_softplus,
                dt_limit, return_final_states, impl)
-    return (out[0][0], out[1]) if return_final_states else out[0][0]
+    return (out[0], out[1]) if return_final_states else out[0]
 
 
 def _as_pair(name: str, value) -> Tuple:
@@ -404,8 +408,9 @@ def ssd_scan_bidirectional(
         if fwd_val is not None and fwd_val.shape != bwd_val.shape:
             raise ValueError(f'forward and backward {name} must have one shape, got '
                              f'{_shape(fwd_val)} and {_shape(bwd_val)}')
-    y = _run(directions, [False, True], chunk_size, dt_softplus, dt_limit, False, impl)[0]
-    return y[0], y[1]
+    y_fwd, y_bwd = _run(directions, [False, True], chunk_size, dt_softplus, dt_limit, False,
+                        impl)[:2]
+    return y_fwd, y_bwd
 
 
 def ssd_mixing_matrix(

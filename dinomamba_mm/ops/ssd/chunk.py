@@ -35,9 +35,9 @@ def _layout(inp: ScanInputs) -> stages.ChunkLayout:
     return stages.ChunkLayout(inp.x[0], inp.B[0], inp.reverse, inp.chunk_size)
 
 
-def forward(inp: ScanInputs, keep: bool) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
-    """y (ndir, B, L, H, P) in x's dtype, the final states (B, H, P, N) in the compute dtype
-    (per direction, if asked for) and, with ``keep``, the tensors :func:`backward` reads."""
+def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+    """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state (B, H, P, N)
+    in the compute dtype; with ``keep`` the tensors :func:`backward` reads."""
     lay = _layout(inp)
     cum = stages.dA_cumsum_fwd(lay, inp)
     x_dt = stages.dt_scaled_x(lay, inp, cum)
@@ -78,14 +78,14 @@ def saved_like(inp: ScanInputs) -> List[Tensor]:
     return saved
 
 
-def backward(inp: ScanInputs, saved_tensors: List[Tensor], dout: Optional[Tensor],
+def backward(inp: ScanInputs, saved_tensors: List[Tensor], douts: List[Optional[Tensor]],
              d_finals: List[Optional[Tensor]]) -> List[Tensor]:
-    """Gradients of :meth:`ScanInputs.present` from those of y (ndir, B, L, H, P) and of the
-    final states (None where they got none)."""
+    """Gradients of :meth:`ScanInputs.present` from those of each direction's y and final
+    state (None where they got none)."""
     lay = _layout(inp)
     saved = _Saved(*saved_tensors)
     decays = stages.chunk_decays(lay, saved.dA_cumsum)
-    scan = stages.chunk_scan_out_bwd(lay, dout, saved.gate_input, inp)
+    scan = stages.chunk_scan_out_bwd(lay, douts, saved.gate_input, inp)
     stages.chunk_scan_diag_bwd(lay, scan.dy, saved.x_dt, saved.B, saved.C,
                                stages.DiagSaved(saved.mask, saved.CB), scan)
     d_initial = stages.state_passing_bwd(

@@ -328,7 +328,8 @@ def dt_scaled_x_bwd(lay: ChunkLayout, d_x_dt: Tensor, dy: Tensor, ddt: Tensor, d
     for x, D, d in zip(inp.x, inp.D, lay.directions):
         d_x_dt_d = d_x_dt[d.rows, :, d.tokens].transpose(1, 2)
         ddt[d.rows, :, d.tokens] += summed_products(lay, x, d_x_dt_d, (-1,)).transpose(1, 2)
-        dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1))
+        dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
+                       out=lay.new(*x.shape))
         if D is not None:
             dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(D, lay.dtype))
         dxs.append(dx.to(x.dtype))
@@ -686,25 +687,23 @@ def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
 
 
 def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, inp: ScanInputs,
-                       keep: bool) -> Tuple[Tensor, Optional[Tensor]]:
-    """The outputs (ndir, B, L, H, P) in x's dtype: y + D x, times silu(z) if gated; with
-    ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
-    gated = inp.z[0] is not None
-    gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) if keep and gated else None
-    out = torch.empty(len(lay.directions), *inp.x[0].shape, dtype=inp.x[0].dtype,
-                      device=lay.device)
-    for k, d in enumerate(lay.directions):
-        x, D, z = inp.x[k], inp.D[k], inp.z[k]
+                       keep: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
+    """Each direction's output (B, L, H, P) in x's dtype: y + D x, times silu(z) if gated;
+    with ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
+    gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) \
+        if keep and inp.z[0] is not None else None
+    outs = []
+    for x, D, z, d in zip(inp.x, inp.D, inp.z, lay.directions):
         y_d = y[d.rows, :, d.tokens].transpose(1, 2)
-        pre = gate_input[d.rows] if gate_input is not None else \
-            lay.new(*x.shape) if gated else out[k]
+        out = gate_input[d.rows] if gate_input is not None else lay.new(*x.shape)
         if D is None:
-            pre.copy_(y_d)
+            out.copy_(y_d)
         else:
-            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=pre)
-        if gated:
-            torch.mul(pre, F.silu(z.to(lay.dtype)), out=out[k])
-    return out, gate_input
+            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out)
+        if z is not None:
+            out = out * F.silu(z.to(lay.dtype))
+        outs.append(out.to(x.dtype))
+    return outs, gate_input
 
 
 class ScanGrads(NamedTuple):
@@ -729,10 +728,10 @@ class ScanGrads(NamedTuple):
     dz: List[Optional[Tensor]]
 
 
-def chunk_scan_out_bwd(lay: ChunkLayout, dout: Optional[Tensor], gate_input: Optional[Tensor],
-                       inp: ScanInputs) -> ScanGrads:
-    """Backward of :func:`chunk_scan_out_fwd` for dout (ndir, B, L, H, P) or None: dy
-    (head-major, for the other stages), dD, dz; allocates the other gradients of
+def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
+                       gate_input: Optional[Tensor], inp: ScanInputs) -> ScanGrads:
+    """Backward of :func:`chunk_scan_out_fwd` for each direction's dout (B, L, H, P) or None:
+    dy (head-major, for the other stages), dD, dz; allocates the other gradients of
     :class:`ScanGrads`."""
     R, H, P = lay.rows, lay.heads, lay.headdim
     dy = lay.new(R, H, lay.padded, P)
@@ -742,12 +741,12 @@ def chunk_scan_out_bwd(lay: ChunkLayout, dout: Optional[Tensor], gate_input: Opt
         x, D, z = inp.x[k], inp.D[k], inp.z[k]
         lay.zero_padding(dy[d.rows], d, dim=2)
         dy_d = dy[d.rows, :, d.tokens].transpose(1, 2)  # (B, L, H, P) view
-        if dout is None:
+        if douts[k] is None:
             dy_d.zero_()
             dD.append(None if D is None else torch.zeros_like(D))
             dz.append(None if z is None else torch.zeros_like(z))
             continue
-        dout_d = dout[k].to(lay.dtype)
+        dout_d = douts[k].to(lay.dtype)
         if z is None:
             dy_d.copy_(dout_d)
             dz.append(None)

@@ -280,22 +280,24 @@ def _states(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return dt, dA_cumsum, states, final
 
 
-def forward(inp: ScanInputs, keep: bool) -> Tuple[Tensor, List[Tensor], List[Tensor]]:
-    """y (ndir, B, L, H, P) in x's dtype, the final states (B, H, P, N) float32 if asked for
-    (one direction), and nothing saved: :func:`backward` recomputes from the inputs."""
+def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+    """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state
+    (B, H, P, N) float32; nothing saved: :func:`backward` recomputes from the inputs."""
     with _device(inp):
         inp = _kernel_inputs(inp)
         m = _Meta(inp)
         dt, dA_cumsum, states, final = _states(m, inp)
         y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
-    return y, [final[0]] if inp.return_final_states else [], []
+    # one buffer holds both directions' outputs; an op's outputs must not share memory
+    ys = [y[0]] + [y[k].clone() for k in range(1, m.directions)]
+    return ys, [final[0]] if inp.return_final_states else [], []
 
 
 def saved_like(inp: ScanInputs) -> List[Tensor]:
     return []
 
 
-def backward(inp: ScanInputs, saved: List[Tensor], dy: Optional[Tensor],
+def backward(inp: ScanInputs, saved: List[Tensor], douts: List[Optional[Tensor]],
              d_finals: List[Optional[Tensor]]) -> List[Tensor]:
     """Gradients of :meth:`ScanInputs.present` from those of y and of the final state."""
     present = inp.present()
@@ -303,10 +305,8 @@ def backward(inp: ScanInputs, saved: List[Tensor], dy: Optional[Tensor],
         kin = _kernel_inputs(inp)
         m = _Meta(kin)
         dt, dA_cumsum, states, _ = _states(m, kin)
-        if dy is None:
-            dy = torch.zeros(m.directions, m.batch, m.seqlen, m.nheads, m.hdim,
-                             device=m.device, dtype=m.x_dtype)
-        dy = dy.contiguous()
+        dy = torch.stack([torch.zeros_like(x) if g is None else g.to(m.x_dtype)
+                          for g, x in zip(douts, inp.x)])
         d_final = d_finals[0] if inp.return_final_states else None
         if d_final is not None:
             d_final = d_final.unsqueeze(0)
