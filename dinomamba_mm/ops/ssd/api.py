@@ -6,6 +6,9 @@ Semantics, per batch b, head h, group g = h // (H // G):
    (0, inf).
 2. Forward: h_t = exp(dt'_t A_h) h_{t-1} + dt'_t x_t B_t^T (h_t is P x N), h_{-1} =
    initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
+   A = -inf is a head that forgets at every step (A below ``MIN_A`` acts as -inf). dt' A > 0 (A
+   > 0, or dt' < 0 without softplus) grows the state instead and overflows on long sequences:
+   the torch backend warns once (the Triton kernels do not look: that would cost a host sync).
    ``reverse=True`` runs t from L-1 down to 0 with h_L = initial_states; final_states = h_0.
 3. With z: y = y * silu(z).
 4. Accumulation in float32 for fp32 / fp16 / bf16 inputs (float64 inputs stay float64, which
@@ -182,9 +185,15 @@ def _backend(name: str):
                                    __package__)
 
 
+#: A below this acts as A = -inf: exp(dt' A) underflows to 0 for every dt' > 1e-9, while the
+#: running sums of dt' A stay finite (an infinite one makes the chunked differences NaN).
+MIN_A = -1e12
+
+
 def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                  dt_softplus, dt_limit, return_final_states) -> ScanInputs:
-    return ScanInputs(tuple(x), tuple(dt), tuple(A), tuple(B), tuple(C), tuple(D), tuple(z),
+    A = tuple(a.clamp(min=MIN_A) for a in A)
+    return ScanInputs(tuple(x), tuple(dt), A, tuple(B), tuple(C), tuple(D), tuple(z),
                       tuple(dt_bias), tuple(initial_states), tuple(reverse), chunk_size,
                       dt_softplus, (float(dt_limit[0]), float(dt_limit[1])),
                       return_final_states)
@@ -285,6 +294,28 @@ def _backward(ctx, grads):
 
 
 _scan_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _scan_reference(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                    dt_softplus, dt_limit, return_final_states, backend, keep) -> List[Tensor]:
+    """The op as the chunked einsum listing of ``reference.py`` in the compute dtype, for
+    exporters that cannot call a custom op (ONNX): no buffers, no data-dependent shortcuts."""
+    from .reference import ssd_chunked_reference
+    ys, finals = [], []
+    for k in range(len(x)):
+        out = ssd_chunked_reference(x[k], dt[k], A[k], B[k], C[k], chunk_size, D[k], z[k],
+                                    dt_bias[k], dt_softplus, tuple(dt_limit), initial_states[k],
+                                    True, reverse[k], compute_dtype(x[k]))
+        ys.append(out[0].to(x[k].dtype))
+        finals.append(out[1])
+    return ys + (finals if return_final_states else [])
+
+
+def export_decompositions() -> dict:
+    """``ExportedProgram.run_decompositions`` table that lowers the scan op to ATen ops (the
+    chunked reference), for ``torch.onnx.export`` of an exported program. Only for inference:
+    the lowered op saves nothing for a backward pass."""
+    return {_scan_op._opoverload: _scan_reference}
 
 
 def _run(directions: Sequence[dict], reverse: Sequence[bool], chunk_size: int,

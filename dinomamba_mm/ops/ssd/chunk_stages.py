@@ -54,6 +54,7 @@ when first written).
 """
 import dataclasses
 import math
+import warnings
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -70,6 +71,7 @@ MIN_EXPONENT = {torch.float32: -60.0, torch.float64: -600.0}
 #: float32 differences of running sums above this lose more than 3e-5 (relative) to rounding:
 #: the masks then split s into a float32 head and tail (see :func:`decay_mask`).
 EXACT_CUMSUM = 512.0
+_GROWTH_WARNED = False  # see dA_cumsum_fwd
 #: the (Q, Q) matrices of the diagonal blocks are built for a block of heads this big at a time.
 MASK_BLOCK_BYTES = 4 * 2**20
 #: products that are only summed go through one buffer of at least this size (and one row).
@@ -273,6 +275,13 @@ def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     # dt' A is NaN or infinite wherever dt' is (even for A = 0: 0 * inf is NaN)
     lowest, highest = torch.aminmax(dA)
     lowest, highest = lowest.item(), highest.item()
+    global _GROWTH_WARNED
+    if highest > 0 and not _GROWTH_WARNED:
+        _GROWTH_WARNED = True
+        warnings.warn(f"SSD scan: dt' A > 0 at some step (up to {highest:.3g}; A > 0, or dt' < 0 "
+                      'without softplus): the state grows by exp(dt\' A) per step instead of '
+                      'decaying, and overflows to inf / NaN once the growth summed over the '
+                      'sequence passes ~88 (float32). Warned once.')
     return DtCumsum(dt, dA_cumsum, monotone=highest <= 0,  # False for NaN
                     finite=math.isfinite(lowest) and math.isfinite(highest))
 
