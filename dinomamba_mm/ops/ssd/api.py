@@ -94,7 +94,6 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
         raise ValueError(f'the number of heads H = {heads} (x {_shape(x)}) must be a multiple of '
                          f'the number of groups G = {groups} ({p}B {_shape(B)})')
     _check_dims(p + 'C', C, 4, B_shape, '(B, L, G, N) as B')
-    tensors = [dt, A, B, C]
     if D is not None:
         if not isinstance(D, torch.Tensor) or D.dim() not in (1, 2):
             got = _shape(D) if isinstance(D, torch.Tensor) else type(D).__name__
@@ -103,30 +102,21 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
                                                                         (heads, headdim)):
             raise ValueError(f'{p}D must have shape (H,) = {(heads,)} or (H, P) = '
                              f'{(heads, headdim)}, got {_shape(D)}')
-        tensors.append(D)
     if z is not None:
         _check_dims(p + 'z', z, 4, x_shape, '(B, L, H, P) as x')
-        tensors.append(z)
     if dt_bias is not None:
         _check_dims(p + 'dt_bias', dt_bias, 1, (heads,), '(H,)')
-        tensors.append(dt_bias)
     if initial_states is not None:
         _check_dims(p + 'initial_states', initial_states, 4, (batch, heads, headdim, dstate),
                     '(B, H, P, N)')
-        tensors.append(initial_states)
-
-    device, dtype = x.device, x.dtype
-    if any(t.device != device for t in tensors):
-        name, t = next((n, t) for n, t in (('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
-                                            ('z', z), ('dt_bias', dt_bias),
-                                            ('initial_states', initial_states))
-                       if t is not None and t.device != device)
-        raise ValueError(f'{p}{name} is on device {t.device} but x is on {device}; '
-                         'all tensors must be on one device')
-    for name, t in (('B', B), ('C', C), ('z', z)):
-        if t is not None and t.dtype != dtype:
-            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {dtype}; x, B, C and z '
-                             'must share one dtype')
+    for name, t in dict(dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                        initial_states=initial_states).items():
+        if t is not None and t.device != x.device:
+            raise ValueError(f'{p}{name} is on device {t.device} but x is on {x.device}; '
+                             'all tensors must be on one device')
+        if name in ('B', 'C', 'z') and t is not None and t.dtype != x.dtype:
+            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {x.dtype}; x, B, C and '
+                             'z must share one dtype')
 
     if type(chunk_size) is not int or chunk_size <= 0:
         raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
@@ -424,21 +414,14 @@ def ssd_scan_bidirectional(
         _validate(*(d[n] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
                   *(d[n] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
                   prefix=f'{direction} ')
-    xf, xb = pairs['x']
-    if xf.shape != xb.shape or xf.dtype != xb.dtype or xf.device != xb.device:
-        raise ValueError(f'forward and backward x must match in shape, dtype and device, got '
-                         f'{_shape(xf)} {xf.dtype} {xf.device} and {_shape(xb)} {xb.dtype} '
-                         f'{xb.device}')
-    if pairs['B'][0].shape != pairs['B'][1].shape:
-        raise ValueError(f'forward and backward B must have one shape, got '
-                         f'{_shape(pairs["B"][0])} and {_shape(pairs["B"][1])}')
-    for name in ('D', 'z', 'dt_bias'):
-        fwd_val, bwd_val = pairs[name]
-        if (fwd_val is None) != (bwd_val is None):
+    for name, (fwd, bwd) in pairs.items():  # one set of strides and dtypes for both directions
+        if (fwd is None) != (bwd is None):
             raise ValueError(f'{name} must be given for both directions or for neither')
-        if fwd_val is not None and fwd_val.shape != bwd_val.shape:
-            raise ValueError(f'forward and backward {name} must have one shape, got '
-                             f'{_shape(fwd_val)} and {_shape(bwd_val)}')
+        if fwd is not None and (fwd.shape, fwd.dtype, fwd.device) != (bwd.shape, bwd.dtype,
+                                                                       bwd.device):
+            raise ValueError(f'forward and backward {name} must match in shape, dtype and '
+                             f'device, got {_shape(fwd)} {fwd.dtype} {fwd.device} and '
+                             f'{_shape(bwd)} {bwd.dtype} {bwd.device}')
     y_fwd, y_bwd = _run(directions, [False, True], chunk_size, dt_softplus, dt_limit, False,
                         impl)[:2]
     return y_fwd, y_bwd

@@ -5,7 +5,7 @@ Several directions of one call (the forward and the reverse scan of a bidirectio
 stacked along the batch and go through every stage together. Accumulation in float32 (float64
 for float64 inputs).
 """
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -15,29 +15,14 @@ from .scan_inputs import ScanInputs, compute_dtype
 Tensor = torch.Tensor
 
 
-class _Saved(NamedTuple):
-    """Intermediates of the forward pass that the backward pass reads (``gate_input`` only
-    with a gate)."""
-
-    dt: Tensor
-    dA_cumsum: Tensor
-    x_dt: Tensor
-    B: Tensor
-    C: Tensor
-    mask: Tensor
-    CB: Tensor
-    states: Tensor
-    C_states: Tensor
-    gate_input: Optional[Tensor] = None
-
-
 def _layout(inp: ScanInputs) -> stages.ChunkLayout:
     return stages.ChunkLayout(inp.x[0], inp.B[0], inp.reverse, inp.chunk_size)
 
 
 def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
     """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state (B, H, P, N)
-    in the compute dtype; with ``keep`` the tensors :func:`backward` reads."""
+    in the compute dtype; with ``keep`` the tensors :func:`backward` reads (the gate's input
+    only with a gate)."""
     lay = _layout(inp)
     cum = stages.dA_cumsum_fwd(lay, inp)
     x_dt = stages.dt_scaled_x(lay, inp, cum)
@@ -83,17 +68,15 @@ def backward(inp: ScanInputs, saved_tensors: List[Tensor], douts: List[Optional[
     """Gradients of :meth:`ScanInputs.present` from those of each direction's y and final
     state (None where they got none)."""
     lay = _layout(inp)
-    saved = _Saved(*saved_tensors)
-    decays = stages.chunk_decays(lay, saved.dA_cumsum)
-    scan = stages.chunk_scan_out_bwd(lay, douts, saved.gate_input, inp)
-    stages.chunk_scan_diag_bwd(lay, scan.dy, saved.x_dt, saved.B, saved.C,
-                               stages.DiagSaved(saved.mask, saved.CB), scan)
-    d_initial = stages.state_passing_bwd(
-        lay, saved.states, saved.C_states, decays, saved.x_dt, saved.B, saved.C, d_finals,
-        [h is not None for h in inp.initial_states], scan)
+    dt, dA_cumsum, x_dt, B_s, C_s, mask, CB, states, C_states, *gate_input = saved_tensors
+    decays = stages.chunk_decays(lay, dA_cumsum)
+    scan = stages.chunk_scan_out_bwd(lay, douts, (gate_input or [None])[0], inp)
+    stages.chunk_scan_diag_bwd(lay, scan.dy, x_dt, B_s, C_s, stages.DiagSaved(mask, CB), scan)
+    d_initial = stages.state_passing_bwd(lay, states, C_states, decays, x_dt, B_s, C_s, d_finals,
+                                         [h is not None for h in inp.initial_states], scan)
     ddt = lay.zeros(lay.rows, lay.heads, lay.padded)
-    dxs = stages.dt_scaled_x_bwd(lay, scan.d_x_dt, scan.dy, ddt, saved.dt, inp)
-    dts = stages.dA_cumsum_bwd(lay, scan.ddA, scan.ddA_cumsum, ddt, saved.dt, inp)
+    dxs = stages.dt_scaled_x_bwd(lay, scan.d_x_dt, scan.dy, ddt, dt, inp)
+    dts = stages.dA_cumsum_bwd(lay, scan.ddA, scan.ddA_cumsum, ddt, dt, inp)
     grads = dict(x=dxs, dt=[g[0] for g in dts], A=[g[1] for g in dts], B=[], C=[], D=scan.dD,
                  z=scan.dz, dt_bias=[g[2] for g in dts], initial_states=[])
     for k, d in enumerate(lay.directions):

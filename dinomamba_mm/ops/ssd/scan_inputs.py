@@ -46,14 +46,17 @@ class ScanInputs:
 
     @property
     def clamps_dt(self) -> bool:
-        """Whether ``dt_limit`` clamps at all (the default (0, inf) does not)."""
-        lo, hi = self.dt_limit
-        return lo != 0.0 or not math.isinf(hi)
+        return clamps(self.dt_limit)
 
     def present(self) -> List[Tensor]:
         """The tensors that are not None, field by field in :attr:`TENSORS` order (the inputs
         that get a gradient)."""
         return [t for name in self.TENSORS for t in getattr(self, name) if t is not None]
+
+
+def clamps(dt_limit: Tuple[float, float]) -> bool:
+    """Whether ``dt_limit`` clamps at all (the default (0, inf) does not)."""
+    return float(dt_limit[0]) != 0.0 or not math.isinf(float(dt_limit[1]))
 
 
 def compute_dtype(x: Tensor) -> torch.dtype:
@@ -70,9 +73,8 @@ def preprocess_dt(dt: Tensor, dt_bias: Optional[Tensor], dt_softplus: bool,
         dt = dt + dt_bias.to(dtype)
     if dt_softplus:
         dt = F.softplus(dt)
-    lo, hi = float(dt_limit[0]), float(dt_limit[1])
-    if lo != 0.0 or not math.isinf(hi):
-        dt = dt.clamp(min=lo, max=hi)
+    if clamps(dt_limit):
+        dt = dt.clamp(min=float(dt_limit[0]), max=float(dt_limit[1]))
     return dt
 
 

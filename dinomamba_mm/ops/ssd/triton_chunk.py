@@ -59,15 +59,12 @@ def _d_strides(D: Optional[Tensor]) -> Tuple[int, int]:
 
 def _kernel_inputs(inp: ScanInputs) -> ScanInputs:
     """Both directions' tensors as the kernels read them: two pointers per input (a
-    single-direction call passes its tensors twice) with one set of strides and one dtype."""
+    single-direction call passes its tensors twice) with one set of strides (``api.py`` has
+    checked that both directions' tensors match in shape and dtype)."""
     h0 = inp.initial_states[0]
     fields = dict(initial_states=(None if h0 is None else h0.float().contiguous(),))
     for name in ScanInputs.TENSORS[:-1]:
         a, b = getattr(inp, name)[0], getattr(inp, name)[-1]
-        if b is not None and b is not a and b.dtype != a.dtype:
-            b = b.to(a.dtype)
-        if name == 'D' and a is not None and a.shape != b.shape:  # (H,) with (H, P)
-            a, b = (t.expand(inp.x[0].shape[2:]) if t.dim() == 1 else t for t in (a, b))
         if name in ('A', 'dt_bias', 'D') and a is not None:
             a, b = a.contiguous(), b.contiguous()
         if a is not None and a is not b and a.stride() != b.stride():
