@@ -1,5 +1,5 @@
-"""A tiny DinoVim through torch.compile (train step and eval), torch.export (fixed size) and
-ONNX (onnxruntime against eager PyTorch); the SSD op's fake and autograd registrations through
+"""A tiny DinoVim through torch.compile (train step and eval), torch.export (fixed size and
+dynamic height / width) and ONNX (onnxruntime against eager PyTorch); the SSD op's fake and autograd registrations through
 torch.library.opcheck."""
 import copy
 
@@ -76,6 +76,20 @@ def test_export_keeps_the_scan_as_one_op_and_matches_eager():
         lowered = program.run_decompositions(export_decompositions())
         assert not [n for n in lowered.graph.nodes if 'dinomamba_mm' in str(n.target)]
         assert _relative(lowered.module()(img)[0], model(img)[0]) < 1e-5
+
+
+@pytest.mark.parametrize('token_layout,num_registers', [('interleaved', 0), ('interleaved', 3)])
+def test_export_with_dynamic_height_and_width(token_layout, num_registers):
+    """One program for every patch grid: traced at 5 x 6 patches (not the stored 4 x 4 grid,
+    whose position embedding is used without resizing), run at 8 x 5 and 3 x 7."""
+    model = _model(token_layout=token_layout, num_registers=num_registers).eval()
+    h, w = torch.export.Dim('h', min=1, max=64), torch.export.Dim('w', min=1, max=64)
+    with torch.no_grad():
+        program = torch.export.export(model, (torch.randn(2, 3, 40, 48), ),
+                                      dynamic_shapes=({2: 8 * h, 3: 8 * w}, ))
+        for size in ((64, 40), (24, 56)):
+            img = torch.randn(2, 3, *size)
+            assert _relative(program.module()(img)[0], model(img)[0]) < 1e-6
 
 
 def test_onnx_round_trip(tmp_path):
