@@ -189,11 +189,11 @@ def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_s
                       return_final_states)
 
 
-def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor],
-             C: List[Tensor], D: List[Optional[Tensor]], z: List[Optional[Tensor]],
-             dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
-             reverse: List[bool], chunk_size: int, dt_softplus: bool, dt_limit: List[float],
-             return_final_states: bool, backend: str, keep: bool) -> List[Tensor]:
+def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
+          D: List[Optional[Tensor]], z: List[Optional[Tensor]], dt_bias: List[Optional[Tensor]],
+          initial_states: List[Optional[Tensor]], reverse: List[bool], chunk_size: int,
+          dt_softplus: bool, dt_limit: List[float], return_final_states: bool, backend: str,
+          keep: bool) -> List[Tensor]:
     """The scan of every direction (the lists hold one entry per direction): [y (B, L, H, P) per
     direction, final state (B, H, P, N) if asked for (one direction), the tensors the backward
     reads (with ``keep``)]."""
@@ -222,11 +222,11 @@ def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_siz
 
 
 def _scan_backward(douts: List[Optional[Tensor]], d_final: Optional[Tensor], x: List[Tensor],
-                      dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
-                      D: List[Optional[Tensor]], z: List[Optional[Tensor]],
-                      dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
-                      reverse: List[bool], chunk_size: int, dt_softplus: bool,
-                      dt_limit: List[float], saved: List[Tensor], backend: str) -> List[Tensor]:
+                   dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
+                   D: List[Optional[Tensor]], z: List[Optional[Tensor]],
+                   dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
+                   reverse: List[bool], chunk_size: int, dt_softplus: bool,
+                   dt_limit: List[float], saved: List[Tensor], backend: str) -> List[Tensor]:
     """Gradients of the inputs that are not None (``ScanInputs.present`` order) from those of y
     and of the final state (None where they got none)."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
@@ -291,6 +291,9 @@ def _scan_reference(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chun
     """The op as the chunked einsum listing of ``reference.py`` in the compute dtype, for
     exporters that cannot call a custom op (ONNX): no buffers, no data-dependent shortcuts."""
     from .reference import ssd_chunked_reference
+    if keep:
+        raise ValueError('the SSD scan was exported for a backward pass (tensors that require '
+                         'grad, grad mode on): export under torch.no_grad() to lower it')
     ys, finals = [], []
     for k in range(len(x)):
         out = ssd_chunked_reference(x[k], dt[k], A[k], B[k], C[k], chunk_size, D[k], z[k],
@@ -305,7 +308,7 @@ def export_decompositions() -> dict:
     """``ExportedProgram.run_decompositions`` table that lowers the scan op to ATen ops (the
     chunked reference), for ``torch.onnx.export`` of an exported program. Only for inference:
     the lowered op saves nothing for a backward pass."""
-    return {_scan_op._opoverload: _scan_reference}
+    return {torch.ops.dinomamba_mm.ssd_scan.default: _scan_reference}
 
 
 def _run(directions: Sequence[dict], reverse: Sequence[bool], chunk_size: int,

@@ -1,6 +1,6 @@
 """A tiny DinoVim through torch.compile (train step and eval), torch.export (fixed size and
-dynamic height / width) and ONNX (onnxruntime against eager PyTorch); the SSD op's fake and autograd registrations through
-torch.library.opcheck."""
+dynamic height / width) and ONNX (onnxruntime against eager PyTorch); the SSD op's fake and
+autograd registrations through torch.library.opcheck."""
 import copy
 
 import pytest
