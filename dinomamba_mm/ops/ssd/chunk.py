@@ -28,15 +28,16 @@ def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], Li
     x_dt = stages.dt_scaled_x(lay, inp, cum)
     decays = stages.chunk_decays(lay, cum.dA_cumsum)
     B_s, C_s = lay.stack_tokens(inp.B), lay.stack_tokens(inp.C)
-    y, diag = stages.chunk_scan_diag_fwd(lay, x_dt, B_s, C_s, cum, keep)
-    passed = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, y, keep,
-                                      want_final=inp.return_final_states)
+    y, mask, CB = stages.chunk_scan_diag_fwd(lay, x_dt, B_s, C_s, cum, keep)
+    finals, states, C_states = stages.state_passing_fwd(
+        lay, x_dt, B_s, C_s, decays, inp.initial_states, y, keep,
+        want_final=inp.return_final_states)
     out, gate_input = stages.chunk_scan_out_fwd(lay, y, inp, keep)
     saved = []
     if keep:
-        saved = [cum.dt, cum.dA_cumsum, x_dt, B_s, C_s, diag.mask, diag.CB, passed.states,
-                 passed.C_states] + ([gate_input] if gate_input is not None else [])
-    return out, passed.final_states, saved
+        saved = [cum.dt, cum.dA_cumsum, x_dt, B_s, C_s, mask, CB, states, C_states] + (
+            [gate_input] if gate_input is not None else [])
+    return out, finals, saved
 
 
 def saved_like(inp: ScanInputs) -> List[Tensor]:
@@ -71,7 +72,7 @@ def backward(inp: ScanInputs, saved_tensors: List[Tensor], douts: List[Optional[
     dt, dA_cumsum, x_dt, B_s, C_s, mask, CB, states, C_states, *gate_input = saved_tensors
     decays = stages.chunk_decays(lay, dA_cumsum)
     scan = stages.chunk_scan_out_bwd(lay, douts, (gate_input or [None])[0], inp)
-    stages.chunk_scan_diag_bwd(lay, scan.dy, x_dt, B_s, C_s, stages.DiagSaved(mask, CB), scan)
+    stages.chunk_scan_diag_bwd(lay, scan.dy, x_dt, B_s, C_s, mask, CB, scan)
     d_initial = stages.state_passing_bwd(lay, states, C_states, decays, x_dt, B_s, C_s, d_finals,
                                          [h is not None for h in inp.initial_states], scan)
     ddt = lay.zeros(lay.rows, lay.heads, lay.padded)

@@ -432,27 +432,18 @@ def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, wei
 
 
 # ------------------------------------------------------------------------------ state_passing
-class StatesOut(NamedTuple):
-    """Output of :func:`state_passing_fwd`.
-
-    Attributes:
-        final_states: per direction (B, H, P, N), or [] when not asked for.
-        states: H_c entering every chunk (R, G, n_c, N, Hg, P) when kept, else None.
-        C_states: C_i H_c (R, G, Lp, Hg, P) when kept, else None.
-    """
-
-    final_states: List[Tensor]
-    states: Optional[Tensor]
-    C_states: Optional[Tensor]
-
-
 def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, decays: Decays,
                       initial_states: Sequence[Optional[Tensor]], y: Tensor, keep: bool,
-                      want_final: bool) -> StatesOut:
+                      want_final: bool) -> Tuple[List[Tensor], Optional[Tensor], Optional[Tensor]]:
     """The loop over chunks in scan order: adds each chunk's off-diagonal term to y
     (:func:`chunk_scan_off_fwd`), then passes the state on, H_next = exp(s_exit) H_c + S_c
     (:func:`chunk_state_fwd`). The zero state entering a first chunk adds nothing, and the state
-    leaving the last chunk is only computed as the final state."""
+    leaving the last chunk is only computed as the final state.
+
+    Returns:
+        the final states per direction (B, H, P, N) ([] unless ``want_final``); with ``keep``
+        H_c entering every chunk (R, G, n_c, N, Hg, P) and C_i H_c (R, G, Lp, Hg, P).
+    """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
     states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if keep else None
     C_states = lay.new(lay.rows, G, lay.padded, Hg, P) if keep else None
@@ -479,7 +470,7 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
                 h, spare, is_zero = h_next.addcmul_(v.decay[:, :, c], h), h, False
         if want_final:
             finals.append(lay.state_from_n_major(h))
-    return StatesOut(finals, states, C_states)
+    return finals, states, C_states
 
 
 def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays: Decays,
@@ -606,22 +597,11 @@ def rectangle_sums_(G: Tensor, reverse: bool) -> Tensor:
     return F.pad(sums[..., :-1], (1, 0))
 
 
-class DiagSaved(NamedTuple):
-    """What :func:`chunk_scan_diag_bwd` needs from :func:`chunk_scan_diag_fwd`.
-
-    Attributes:
-        mask: exp(s_i - s_j) (R, H, n_c, Q, Q) of :func:`decay_mask`.
-        CB: (R, G, n_c, Q, Q), causal.
-    """
-
-    mask: Tensor
-    CB: Tensor
-
-
 def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        cum: DtCumsum, keep: bool) -> Tuple[Tensor, Optional[DiagSaved]]:
+                        cum: DtCumsum, keep: bool) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """y = (exp(s_i - s_j) o CB) x_dt over the diagonal blocks, (R, H, Lp, P), a block of heads
-    at a time; with ``keep`` also the masks and CB for the backward pass."""
+    at a time; the masks exp(s_i - s_j) (R, H, n_c, Q, Q) of :func:`decay_mask` when ``keep``
+    (else None) and the causal CB (R, G, n_c, Q, Q), for the backward pass."""
     R, H, P, G, q, nc = lay.rows, lay.heads, lay.headdim, lay.groups, lay.q, lay.n_chunks
     B3, C3 = (t.view(-1, q, lay.dstate) for t in (B_s, C_s))
     CB = torch.bmm(C3, B3.transpose(1, 2)).view(R, G, nc, q, q)
@@ -642,11 +622,11 @@ def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor
                       out=work)
         torch.bmm(work.view(-1, q, q), x_dt[r, heads].view(-1, q, P),
                   out=y[r, heads].view(-1, q, P))
-    return y, (DiagSaved(mask, CB) if keep else None)
+    return y, mask, CB
 
 
 def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        saved: DiagSaved, grads: 'ScanGrads') -> None:
+                        mask: Tensor, CB: Tensor, grads: 'ScanGrads') -> None:
     """Backward of :func:`chunk_scan_diag_fwd`: sets grads.d_x_dt = (mask o CB)^T dy, grads.dB
     and grads.dC from dCB = sum over a group's heads of mask o (dy x_dt^T), and adds the decay
     gradient: with G_ij = (dy_i . x_dt_j) exp(s_i - s_j) CB_ij, ddA_k += the sum of G over
@@ -655,14 +635,14 @@ def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor,
     dCB = lay.zeros(R, G, nc, q, q)
     buffer = _block_buffer(lay)
     for r, heads, grp, rev in head_blocks(lay):
-        e, CB = saved.mask[r, heads], saved.CB[r, grp]
-        work = torch.mul(e, CB, out=buffer[:e.numel()].view(e.shape))
+        e, CB_block = mask[r, heads], CB[r, grp]
+        work = torch.mul(e, CB_block, out=buffer[:e.numel()].view(e.shape))
         work3, dy3, x3 = (t.view(-1, q, t.shape[-1]) for t in (work, dy[r, heads],
                                                                x_dt[r, heads]))
         torch.bmm(work3.transpose(1, 2), dy3, out=grads.d_x_dt[r, heads].view(-1, q, P))
         torch.bmm(dy3, x3.transpose(1, 2), out=work3).mul_(e.view(-1, q, q))
         dCB[r, grp] += work.sum(1, keepdim=True)
-        grads.ddA[r, heads] += rectangle_sums_(work.mul_(CB), rev)
+        grads.ddA[r, heads] += rectangle_sums_(work.mul_(CB_block), rev)
     for d in lay.directions:
         _causal_(dCB[d.rows], d.reverse)  # the masks' non-causal side is not zero
     dCB = dCB.view(-1, q, q)
