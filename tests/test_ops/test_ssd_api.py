@@ -1,7 +1,6 @@
 """ssd_scan / ssd_scan_bidirectional / ssd_mixing_matrix: input validation and dispatch."""
 import os
 import sys
-import types
 
 import pytest
 import torch
@@ -146,28 +145,27 @@ def test_mixing_matrix_validation(inputs):
 
 
 class _Recorder:
+    """A backend module that records the ScanInputs it is given (and returns zeros)."""
+
     def __init__(self):
         self.calls = []
 
-    def __call__(self, name):
-        def fn(*args):
-            self.calls.append((name, args))
-            return 'result of ' + name
-        return fn
+    def forward(self, inp, keep):
+        self.calls.append((inp, keep))
+        return [torch.zeros(x.shape) for x in inp.x], [], []
 
 
 @pytest.fixture
 def recorder(monkeypatch):
-    """Replace both implementations by recorders (the Triton one as a stand-in module)."""
+    """Both backends replaced by one recorder; select_backend still runs for real."""
     rec = _Recorder()
-    monkeypatch.setattr(api, 'ssd_chunk_torch', rec('torch'))
-    monkeypatch.setattr(api, 'ssd_bidirectional_torch', rec('torch-bidirectional'))
-    fake = types.ModuleType('dinomamba_mm.ops.ssd.triton_chunk')
-    fake.ssd_chunk_triton = rec('triton')
-    fake.ssd_bidirectional_triton = rec('triton-bidirectional')
-    monkeypatch.setitem(sys.modules, 'dinomamba_mm.ops.ssd.triton_chunk', fake)
+    chosen = []
+    select = api.select_backend
+    monkeypatch.setattr(api, 'select_backend', lambda *a: chosen.append(select(*a)) or chosen[-1])
+    monkeypatch.setattr(api, '_backend', lambda name: rec)
     monkeypatch.delenv(api.ENV_IMPL, raising=False)
     api._environment_impl.cache_clear()
+    rec.chosen = chosen
     yield rec
     api._environment_impl.cache_clear()
 
@@ -184,36 +182,48 @@ def recorder(monkeypatch):
 def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
     if env is not None:
         monkeypatch.setenv(api.ENV_IMPL, env)
-    assert ssd_scan(**inputs, impl=impl) == f'result of {expected}'
+    ssd_scan(**inputs, impl=impl)
     pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
-    assert ssd_scan_bidirectional(**pair, impl=impl) == f'result of {expected}-bidirectional'
+    ssd_scan_bidirectional(**pair, impl=impl)
+    assert recorder.chosen == [expected, expected]
+
+
+@pytest.mark.parametrize('dtype,batch', [(torch.float64, 2), (torch.float32, 0)])
+def test_float64_and_empty_batches_run_on_torch(dtype, batch):
+    """The Triton kernels compute in float32 over a grid of batch rows."""
+    x = torch.zeros(batch, 3, 2, 2, dtype=dtype)
+    assert api.select_backend('triton', x) == 'torch'
+    assert api.select_backend('triton', torch.zeros(2, 3, 2, 2)) == 'triton'
 
 
 def test_environment_is_read_once(inputs, recorder, monkeypatch):
     """The implementation named by DINOMAMBA_SSD_IMPL is read at the first call, not per call."""
     monkeypatch.setenv(api.ENV_IMPL, 'triton')
-    assert ssd_scan(**inputs) == 'result of triton'
+    ssd_scan(**inputs)
     monkeypatch.setenv(api.ENV_IMPL, 'torch')
-    assert ssd_scan(**inputs) == 'result of triton'
+    ssd_scan(**inputs)
     api._environment_impl.cache_clear()
-    assert ssd_scan(**inputs) == 'result of torch'
+    ssd_scan(**inputs)
+    assert recorder.chosen == ['triton', 'triton', 'torch']
 
 
 def test_dispatch_passes_the_contract_signature(inputs, recorder):
+    """The tensors reach the backend as they were given, one entry per direction, with the
+    options of the call."""
     ssd_scan(**inputs, chunk_size=32, dt_softplus=True, dt_limit=[0.0, 2.0],
-             return_final_states=True, reverse=True, impl='triton')
-    name, args = recorder.calls[-1]
-    i = inputs
-    expected = (i['x'], i['dt'], i['A'], i['B'], i['C'], 32, i['D'], i['z'], i['dt_bias'], True,
-                (0.0, 2.0), i['initial_states'], True, True)
-    assert name == 'triton' and len(args) == len(expected)
-    for got, want in zip(args, expected):
-        assert got is want or got == want
+             return_final_states=False, reverse=True, impl='triton')
+    inp, keep = recorder.calls[-1]
+    for name in inp.TENSORS:  # A floored at MIN_A (a copy), the others as given
+        (got, ) = getattr(inp, name)
+        assert torch.equal(got, inputs[name]) if name == 'A' else got is inputs[name]
+    assert (inp.reverse, inp.chunk_size, inp.dt_softplus, inp.dt_limit,
+            inp.return_final_states, keep) == ((True,), 32, True, (0.0, 2.0), False, False)
     pair = {k: v for k, v in inputs.items() if k not in ('initial_states', 'z')}
-    ssd_scan_bidirectional(**_bad(pair, x=(i['x'], i['z'])), impl='torch')
-    name, args = recorder.calls[-1]
-    assert args[0][0] is i['x'] and args[0][1] is i['z'] and args[1] == (i['dt'], i['dt'])
-    assert args[7] == (None, None)
+    ssd_scan_bidirectional(**_bad(pair, x=(inputs['x'], inputs['z'])), impl='torch')
+    inp, _ = recorder.calls[-1]
+    assert inp.x[0] is inputs['x'] and inp.x[1] is inputs['z']
+    assert inp.dt == (inputs['dt'], inputs['dt']) and inp.z == (None, None)
+    assert inp.reverse == (False, True)
 
 
 def test_autocast_region_keeps_forward_and_backward_consistent():

@@ -9,6 +9,7 @@ and <= 2e-7; before the decay gradient was summed over rectangles (issue #14) d(
 8e-5 here).
 """
 import math
+import warnings
 
 import pytest
 import torch
@@ -83,3 +84,54 @@ def test_extreme_values_match_the_oracle(reverse):
         scale = max(1.0, r.abs().max().item())
         err = (g.double() - r).abs().max().item()
         assert math.isfinite(err) and err <= 1e-5 * scale, f'd{name}: {err:.3e} vs {scale:.3g}'
+
+
+@pytest.mark.parametrize('chunk', [16, 64])
+def test_minus_infinite_A_matches_the_recurrence(chunk):
+    """A = -inf (a head that forgets at every step: exp(dt' A) = 0 for dt' > 0) gives the
+    recurrence's finite outputs and final state, in both scan directions, with A's gradient
+    finite (0: the decay cannot change) and the others as the recurrence's."""
+    inputs = extreme_inputs(37, seed=3)
+    with torch.no_grad():
+        inputs['A'][1] = -math.inf
+    ref_in = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
+    y, final = ssd_scan(**inputs, chunk_size=chunk, dt_softplus=True, return_final_states=True)
+    ref_y, ref_final = ssd_scan_naive(**ref_in, dt_softplus=True, return_final_states=True)
+    torch.testing.assert_close(y.double(), ref_y, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(final.double(), ref_final, rtol=1e-5, atol=1e-5)
+    (y.sum() + final.sum()).backward()
+    (ref_y.sum() + ref_final.sum()).backward()
+    assert inputs['A'].grad[1].abs() < 1e-12
+    for name in ('x', 'B', 'C', 'D'):
+        torch.testing.assert_close(inputs[name].grad.double(), ref_in[name].grad, rtol=1e-4,
+                                   atol=1e-4)
+    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs, chunk_size=chunk, dt_softplus=True)
+    torch.testing.assert_close(y_fwd, y)
+    ref_bwd = ssd_scan_naive(**ref_in, dt_softplus=True, reverse=True)
+    torch.testing.assert_close(y_bwd.double(), ref_bwd, rtol=1e-5, atol=1e-5)
+
+
+def test_growing_scan_warns_once(monkeypatch):
+    """A > 0 grows the state by exp(dt' A) per step; allowed (the recurrence is defined), but
+    it overflows on long sequences, so the first such call warns, with the reason."""
+    from dinomamba_mm.ops.ssd import chunk_stages
+    monkeypatch.setattr(chunk_stages, '_GROWTH_WARNED', False)
+    inputs = {k: v.detach() for k, v in extreme_inputs(20, seed=4).items()}
+    inputs['A'] = inputs['A'].abs()
+    with pytest.warns(UserWarning, match=r'dt\' A > 0 .* grows .* overflows'):
+        ssd_scan(**inputs, dt_softplus=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        ssd_scan(**inputs, dt_softplus=True)
+        inputs['A'] = -inputs['A']
+        ssd_scan(**inputs, dt_softplus=True)
+
+
+def test_meta_tensors_give_meta_outputs_of_the_right_shapes():
+    """Meta tensors (shape inference without data) go through the op's fake implementation."""
+    inputs = {k: v.detach().to('meta') for k, v in extreme_inputs(20, seed=5).items()}
+    y, final = ssd_scan(**inputs, dt_softplus=True, return_final_states=True)
+    assert y.device.type == final.device.type == 'meta'
+    assert y.shape == inputs['x'].shape and final.shape == (1, 4, 2, 2)
+    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs)
+    assert y_fwd.shape == y_bwd.shape == inputs['x'].shape and y_bwd.device.type == 'meta'

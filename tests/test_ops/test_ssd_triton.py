@@ -48,14 +48,24 @@ if __name__ != '__main__':  # run as a script, this file compiles the kernels fo
 from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference  # noqa: E402
-from dinomamba_mm.ops.ssd.triton_chunk import (  # noqa: E402
-    _kernel_chunk, ssd_bidirectional_triton, ssd_chunk_triton)
+from dinomamba_mm.ops.ssd.triton_chunk import _kernel_chunk  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ssd_cases import relative_error, strong_decay_inputs  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
+
+
+def ssd_chunk_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit,
+                     initial_states, return_final_states, reverse):
+    return ssd_scan(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit,
+                    initial_states, return_final_states, reverse, impl='triton')
+
+
+def ssd_bidirectional_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit):
+    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
+                                  dt_limit, impl='triton')
 
 
 def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype, seed: int,

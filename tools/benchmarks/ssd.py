@@ -5,18 +5,17 @@ the dispatching public op), ``minimal x2`` (the Mamba-2 paper's minimal chunked 
 once per direction on flipped copies, zero padded to whole chunks), ``sequential`` (the float64
 token-by-token recurrence the tests trust, forward + backward where its autograd tape fits),
 ``mamba_ssm x2`` on CUDA when mamba_ssm imports, and with ``--baseline FILE``
-``ssd_bidirectional_torch`` of a chunk.py from another commit (a change timed next to the code
-it replaces). Wall and process CPU time are medians over rounds in which the methods take turns;
+``ssd_scan_bidirectional`` of a module file that exposes it, e.g. one importing the ops/ssd package
+of another commit (a change timed next to the code it replaces). Wall and process CPU time are medians over rounds in which the methods take turns;
 peak memory and the --malloc modes: docs/benchmarks.md.
 
 Usage:
   python tools/benchmarks/ssd.py [--quick] [--threads 1] [--no-sequential] [--repeats N]
   python tools/benchmarks/ssd.py --inference      # no-grad forward at DinoVim-T's mixer shapes
-  python tools/benchmarks/ssd.py --chunk-sweep    # our CPU path for several chunk caps
+  python tools/benchmarks/ssd.py --chunk-sweep    # our CPU path for several chunk sizes
   python tools/benchmarks/ssd.py --malloc adaptive   # glibc's default, as a training process
   python tools/benchmarks/ssd.py --device cuda
-  git show <commit>:dinomamba_mm/ops/ssd/chunk.py > chunk_before.py
-  python tools/benchmarks/ssd.py --quick --baseline chunk_before.py
+  python tools/benchmarks/ssd.py --quick --baseline before.py  # before.py: imports an older ops/ssd
 """
 import argparse
 import importlib.util
@@ -32,7 +31,6 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from benchmark_utils import (PeakMemory, Timer, fmt, machine_line, pin_malloc,  # noqa: E402
                              table_header, table_row)
 
-from dinomamba_mm.ops.ssd import chunk as chunk_module  # noqa: E402
 from dinomamba_mm.ops.ssd import ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import _segment_sums  # noqa: E402
@@ -44,7 +42,8 @@ QUICK_SHAPES = [(8, 197, 24, 64, 64), (2, 4096, 24, 64, 64)]
 # the mixer call of DinoVim-T at 224 x 224 px (14 x 14 patches + cls) and at detection
 # resolution (1024 x 1024 px: 64 x 64 patches + cls)
 INFERENCE_SHAPES = [(1, 197, 8, 64, 64), (1, 4097, 8, 64, 64)]
-CHUNK = 256
+CHUNK = 256  # the minimal listing's chunk (and mamba_ssm's)
+OURS_CHUNK = 64  # the op's default chunk_size: the fastest on the CPU (--chunk-sweep)
 SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the sequential scan
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
 LONG = 785  # above this: one timed round, no warm-up (minutes per call on 2 cores)
@@ -94,20 +93,20 @@ def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
                                 dt_softplus=True, reverse=bool(i)) for i in range(2))
 
 
-def ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=CHUNK):
+def ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=OURS_CHUNK):
     return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=chunk_size, D=D, dt_bias=dt_bias,
                                   dt_softplus=True)
 
 
 def load_baseline(path: str) -> Callable:
-    """``ssd_bidirectional_torch`` of the standalone module file ``path``, wrapped as a method."""
+    """``ssd_scan_bidirectional`` of the standalone module file ``path``, wrapped as a method."""
     spec = importlib.util.spec_from_file_location('ssd_baseline', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
     def baseline_bidirectional(x, dt, A, B, C, D, dt_bias):
-        return module.ssd_bidirectional_torch(x, dt, A, B, C, CHUNK, D, (None, None), dt_bias,
-                                              True, (0.0, float('inf')))
+        return module.ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=OURS_CHUNK, D=D,
+                                             dt_bias=dt_bias, dt_softplus=True)
 
     return baseline_bidirectional
 
@@ -199,8 +198,8 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_seq
                    else 'peak RSS growth' if memory else
                    "n/a (glibc's adaptive mmap threshold: freed buffers stay in the process)")
     print(f'# machine: {machine_line(device)}')
-    print(f'# dtype {dtype}, chunk_size {CHUNK} (ours caps CPU chunks at '
-          f'{chunk_module.CPU_CHUNK_CAP}), G = 1, D, dt_bias, dt_softplus; both directions; '
+    print(f'# dtype {dtype}, chunk_size {OURS_CHUNK} (ours) / {CHUNK} (minimal, mamba_ssm), '
+          f'G = 1, D, dt_bias, dt_softplus; both directions; '
           f'{"forward + backward" if backward else "no-grad forward"}; median of {repeats} '
           f'interleaved rounds (1 for L > {LONG}); memory = {memory_kind}')
     print('# ms = wall clock; cpu ms = process CPU time (all threads), steadier on a shared '
@@ -236,21 +235,18 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_seq
 
 
 def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None:
-    """Fwd+bwd time of our CPU path for several chunk caps (the reason for CPU_CHUNK_CAP)."""
+    """Fwd+bwd time of our CPU path for several chunk sizes (the reason for its default)."""
     print(f'# machine: {machine_line(device)}')
-    print(table_header(['B', 'L', 'chunk cap', 'fwd+bwd ms', 'fwd+bwd cpu ms', 'fwd+bwd MiB']))
-    default = chunk_module.CPU_CHUNK_CAP
+    print(table_header(['B', 'L', 'chunk size', 'fwd+bwd ms', 'fwd+bwd cpu ms', 'fwd+bwd MiB']))
     for shape in QUICK_SHAPES:
         inputs = make_inputs(shape, device, torch.float32)
-        for cap in (256, 128, 64, 48, 32):
-            # the cap must stay set through the backward pass, which runs after the call returns
-            chunk_module.CPU_CHUNK_CAP = cap
-            try:
-                wall, cpu, mib = measure_interleaved([('ours', ours_bidirectional)], inputs,
-                                                     device, True, repeats, True, memory)['ours']
-            finally:
-                chunk_module.CPU_CHUNK_CAP = default
-            print(table_row([*shape[:2], cap, fmt(wall, 1e3), fmt(cpu, 1e3), fmt(mib)]),
+        for chunk in (256, 128, 64, 48, 32):
+            def ours(x, dt, A, B, C, D, dt_bias, chunk=chunk):
+                return ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=chunk)
+
+            wall, cpu, mib = measure_interleaved([('ours', ours)], inputs, device, True,
+                                                 repeats, True, memory)['ours']
+            print(table_row([*shape[:2], chunk, fmt(wall, 1e3), fmt(cpu, 1e3), fmt(mib)]),
                   flush=True)
 
 
@@ -269,7 +265,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('--threads', type=int, default=None,
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     parser.add_argument('--baseline', metavar='FILE',
-                        help='also time ssd_bidirectional_torch of this standalone chunk.py')
+                        help='also time ssd_scan_bidirectional of this standalone module file')
     parser.add_argument('--malloc', choices=('pinned', 'adaptive'), default='pinned',
                         help="CPU: 'pinned' (default) pins glibc's mmap threshold so that the "
                              "peak memory columns are measured, and every large buffer costs "

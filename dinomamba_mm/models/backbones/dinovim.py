@@ -2,7 +2,6 @@
 import inspect
 import logging
 import math
-from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -22,7 +21,7 @@ from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
-ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=256)
+ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
 
@@ -43,21 +42,10 @@ def available_memory(device: torch.device) -> Optional[int]:
     return int(line.split()[1]) * 1024
 
 
-def _even_positions(num_patches: int, num_extra: int) -> List[int]:
-    """Positions of ``num_extra`` tokens spread among ``num_patches`` (paper's MambaR rule).
-
-    With S = num_patches // (num_extra + 1), extra token r follows the r-th run of S patches:
-    position r * (S + 1) + S; the remaining patches come last. One token lands at
-    num_patches // 2, the middle class token of Vision Mamba.
-    """
-    stride = num_patches // (num_extra + 1)
-    return [r * (stride + 1) + stride for r in range(num_extra)]
-
-
-@lru_cache(maxsize=64)
 def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int, ...]],
-                paper_cls: bool) -> Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]:
-    """Where every token goes in the sequence.
+                paper_cls: bool, device=None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where every token goes in the sequence, as index tensors built with tensor operations
+    (so that torch.export can trace them with a symbolic number of patches).
 
     Sources are ``[patches (num_patches), extra tokens (num_extra)]`` and, for the paper's class
     token layout, one more: the class token without position embedding.
@@ -67,29 +55,38 @@ def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int,
         read: sequence positions of the output tokens (class token / registers);
         patches: sequence positions of the patches, in raster order.
     """
+    def arange(start, end):
+        return torch.arange(start, end, device=device)
+
     if paper_cls:
         # [cls + pos, patches] (M = N + 1 tokens), then a plain class token inserted at M // 2
         middle = (num_patches + 1) // 2
-        order = ([num_patches] + list(range(middle - 1)) + [num_patches + 1]
-                 + list(range(middle - 1, num_patches)))
-        read = (middle, )
+        order = torch.cat([arange(num_patches, num_patches + 1), arange(0, middle - 1),
+                           arange(num_patches + 1, num_patches + 2),
+                           arange(middle - 1, num_patches)])
+        return order, arange(middle, middle + 1), torch.cat(
+            [arange(1, middle), arange(middle + 1, num_patches + 2)])
+    length = num_patches + num_extra
+    if positions is None:
+        # the paper's MambaR rule: with S = num_patches // (num_extra + 1), extra token r follows
+        # the r-th run of S patches (position r (S + 1) + S), the remaining patches come last;
+        # one token lands at num_patches // 2, the middle class token of Vision Mamba
+        stride = num_patches // (num_extra + 1)
+        read = arange(0, num_extra) * (stride + 1) + stride
     else:
-        length = num_patches + num_extra
-        if positions is None:
-            positions = tuple(_even_positions(num_patches, num_extra))
         bad = [p for p in positions if not 0 <= p < length]
         if bad:
             raise ValueError(f'register_positions {list(positions)} must lie in [0, {length}) '
                              f'for {num_patches} patches and {num_extra} extra tokens; '
                              f'out of range: {bad}')
-        order = [-1] * length
-        for r, p in enumerate(positions):
-            order[p] = num_patches + r
-        patch_iter = iter(range(num_patches))
-        order = [next(patch_iter) if o < 0 else o for o in order]
-        read = tuple(positions)
-    patches = tuple(i for i, o in enumerate(order) if o < num_patches)
-    return tuple(order), read, patches
+        read = torch.tensor(positions, dtype=torch.long, device=device)
+    extra = torch.zeros(length, dtype=torch.long, device=device).index_fill(0, read, 1)
+    order = (arange(0, length) - extra.cumsum(0)).index_put((read, ),
+                                                            num_patches + arange(0, num_extra))
+    # patch j sits after the extra tokens of rank r whose position minus r is at most j
+    ahead = read.sort().values - arange(0, num_extra)
+    patches = arange(0, num_patches)
+    return order, read, patches + (ahead[None, :] <= patches[:, None]).sum(1)
 
 
 @MODELS.register_module()
@@ -104,9 +101,10 @@ class DinoVim(BaseModule):
 
     Args:
         arch: 'tiny' / 'small' / 'base' (aliases 't' / 's' / 'b'): embed_dims 256 / 512 / 768,
-            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 256;
+            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 64;
             or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
-            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (256).
+            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (64, the
+            SSD scan's chunk length: see ``ssd_scan``).
         img_size: input size the position embedding is stored for (any multiple of the patch
             size runs; the embedding is resized per input). The paper's Vim stores 224 (14x14),
             its MambaR 112 (a 7x7 table); a loaded table of another grid is resampled once at
@@ -130,7 +128,7 @@ class DinoVim(BaseModule):
             (``register_tokens`` (1, R, C)) whose mean is the 'cls_token' output (DinoMamba-Reg).
         register_positions: sequence positions of the class token / registers (one int each,
             in [0, num_patches + E)); None spreads them evenly (a single class token sits at
-            num_patches // 2), see :func:`_even_positions`.
+            num_patches // 2), see :func:`_token_plan`.
         token_layout: 'interleaved': the extra tokens, each with its own position embedding, at
             their positions; 'paper': the Dino-Mamba paper code's exact layout, so that its
             checkpoints give its features: with a class token, the class token plus its
@@ -414,9 +412,8 @@ class DinoVim(BaseModule):
         """
         num_patches = patch_resolution[0] * patch_resolution[1]
         plan = _token_plan(num_patches, self.num_extra_tokens, self.register_positions,
-                           self.paper_cls_layout)
-        return {name: torch.as_tensor(idx, dtype=torch.long, device=device)
-                for name, idx in zip(('order', 'read', 'patches'), plan)}
+                           self.paper_cls_layout, device)
+        return dict(zip(('order', 'read', 'patches'), plan))
 
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""

@@ -58,7 +58,8 @@ class BidirectionalMamba2Mixer(nn.Module):
         expand: d_inner = expand * D.
         headdim: channels per head P; H = d_inner / P.
         ngroups: groups G of B / C (H % G == 0); also the gated norm's groups.
-        chunk_size: chunk length of the SSD scan.
+        chunk_size: chunk length of the SSD scan (see ``ssd_scan``: the torch backend uses it as
+            given, the Triton kernels a power of two in [16, 64]; 64 suits both).
         A_init_range: A = -U(A_init_range) per head.
         dt_min, dt_max, dt_init_floor: softplus(dt_bias) is initialised log-uniform in
             [dt_min, dt_max], floored at dt_init_floor.
@@ -80,7 +81,7 @@ class BidirectionalMamba2Mixer(nn.Module):
                  expand: int = 2,
                  headdim: int = 64,
                  ngroups: int = 1,
-                 chunk_size: int = 256,
+                 chunk_size: int = 64,
                  A_init_range: Sequence[float] = (1, 16),
                  dt_min: float = 0.001,
                  dt_max: float = 0.1,
@@ -159,8 +160,18 @@ class BidirectionalMamba2Mixer(nn.Module):
                 b.unflatten(-1, (self.ngroups, self.d_state)),
                 c.unflatten(-1, (self.ngroups, self.d_state)))
 
+    def _project(self, u: torch.Tensor):
+        """z (B, L, d_inner), dt (B, L, H) and, forward then backward, (x, B, C) of
+        :meth:`_split_xbc` after that direction's convolution, for the mixer input u."""
+        z, xbc, dt = torch.split(self.in_proj(u), [self.d_inner, self.conv_dim, self.num_heads],
+                                 dim=-1)
+        xbc = xbc.contiguous()
+        return z, dt, [self._split_xbc(self._conv(xbc, self._direction(backward)[0],
+                                                  causal=not backward))
+                       for backward in (False, True)]
+
     def ssd_inputs(self, u: torch.Tensor) -> Dict[str, object]:
-        """Per-direction inputs of the SSD scans for the mixer input ``u``.
+        """Per-direction inputs of the SSD scans for the mixer input ``u`` (for analysis).
 
         Args:
             u: (B, L, D) mixer input (the block's normalised tokens).
@@ -174,13 +185,11 @@ class BidirectionalMamba2Mixer(nn.Module):
             ``reverse`` (False forward, True backward). All in input token order; the scan of a
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
-        zxbcdt = self.in_proj(u)
-        z, xbc, dt = torch.split(zxbcdt, [self.d_inner, self.conv_dim, self.num_heads], dim=-1)
-        xbc = xbc.contiguous()
+        z, dt, per_direction = self._project(u)
         directions = {}
-        for name, backward in (('forward', False), ('backward', True)):
-            conv, A, d, dt_bias = self._direction(backward)
-            x, b, c = self._split_xbc(self._conv(xbc, conv, causal=not backward))
+        for name, backward, (x, b, c) in zip(('forward', 'backward'), (False, True),
+                                             per_direction):
+            _, A, d, dt_bias = self._direction(backward)
             directions[name] = dict(
                 x=x, dt=dt, A=A, B=b, C=c, D=d, dt_bias=dt_bias, dt_softplus=True,
                 dt_limit=self.dt_limit, reverse=backward)
@@ -199,21 +208,12 @@ class BidirectionalMamba2Mixer(nn.Module):
         if (self.segment_len is not None and u.shape[1] > self.segment_len
                 and not torch.is_grad_enabled()):
             return self._forward_in_segments(u)
-        inputs = self.ssd_inputs(u)
-        fwd, bwd = inputs['forward'], inputs['backward']
+        z, dt, ((x_f, B_f, C_f), (x_b, B_b, C_b)) = self._project(u)
+        (_, A_f, D_f, bias_f), (_, A_b, D_b, bias_b) = (self._direction(b) for b in (False, True))
         y_fwd, y_bwd = ssd_scan_bidirectional(
-            x=(fwd['x'], bwd['x']),
-            dt=fwd['dt'],
-            A=(fwd['A'], bwd['A']),
-            B=(fwd['B'], bwd['B']),
-            C=(fwd['C'], bwd['C']),
-            chunk_size=self.chunk_size,
-            D=(fwd['D'], bwd['D']),
-            dt_bias=(fwd['dt_bias'], bwd['dt_bias']),
-            dt_softplus=True,
-            dt_limit=self.dt_limit,
+            (x_f, x_b), dt, (A_f, A_b), (B_f, B_b), (C_f, C_b), chunk_size=self.chunk_size,
+            D=(D_f, D_b), dt_bias=(bias_f, bias_b), dt_softplus=True, dt_limit=self.dt_limit,
             impl=self.ssd_impl)
-        z = inputs['z']
         y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)) / 2
         return self.out_proj(y)
 

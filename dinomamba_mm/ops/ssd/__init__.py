@@ -4,6 +4,6 @@ api.py is the public API; naive.py the float64 sequential oracle and reference.p
 algorithm as a short einsum listing; chunk.py / chunk_stages.py the PyTorch path (CPU) and
 triton_chunk.py / triton_kernels.py the Triton path (GPU), written in the same stages.
 """
-from .api import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from .api import export_decompositions, ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 
-__all__ = ['ssd_scan', 'ssd_scan_bidirectional', 'ssd_mixing_matrix']
+__all__ = ['ssd_scan', 'ssd_scan_bidirectional', 'ssd_mixing_matrix', 'export_decompositions']

@@ -6,6 +6,9 @@ Semantics, per batch b, head h, group g = h // (H // G):
    (0, inf).
 2. Forward: h_t = exp(dt'_t A_h) h_{t-1} + dt'_t x_t B_t^T (h_t is P x N), h_{-1} =
    initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
+   A = -inf is a head that forgets at every step (A below ``MIN_A`` acts as -inf). dt' A > 0 (A
+   > 0, or dt' < 0 without softplus) grows the state instead and overflows on long sequences:
+   the torch backend warns once (the Triton kernels do not look: that would cost a host sync).
    ``reverse=True`` runs t from L-1 down to 0 with h_L = initial_states; final_states = h_0.
 3. With z: y = y * silu(z).
 4. Accumulation in float32 for fp32 / fp16 / bf16 inputs (float64 inputs stay float64, which
@@ -18,21 +21,25 @@ Semantics, per batch b, head h, group g = h // (H // G):
 6. B = 0 gives empty outputs (and zero gradients for the parameters); H = 0, P = 0, N = 0 or
    L = 0 are errors.
 
-Implementations: 'torch' (``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or
-CPU under ``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its
-docstring; ``reference.py`` is the same algorithm in einsum form). ``impl=None`` or 'auto' uses
-``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first call) and otherwise picks Triton
-for CUDA tensors when triton imports, else torch. The Triton kernels compute in float32: float64
-inputs, and batches of size 0, go to the torch path whatever ``impl`` says.
+Implementations ("backends"), chosen for each call by :func:`select_backend`: 'torch'
+(``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or CPU under
+``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its docstring;
+``reference.py`` is the same algorithm in einsum form). Both run inside one opaque custom op,
+``torch.ops.dinomamba_mm.ssd_scan`` (with a fake implementation and a registered backward, the op
+``ssd_scan_backward``), so that torch.compile and torch.export see the scan as one node and the
+fast paths keep their buffers and data-dependent shortcuts.
 """
 import functools
+import importlib
 import os
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .chunk import ssd_bidirectional_torch, ssd_chunk_torch
 from .matrix import mixing_matrix
+from .scan_inputs import ScanInputs, compute_dtype
+
+Tensor = torch.Tensor
 
 IMPLS = ('auto', 'torch', 'triton')
 ENV_IMPL = 'DINOMAMBA_SSD_IMPL'
@@ -87,7 +94,6 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
         raise ValueError(f'the number of heads H = {heads} (x {_shape(x)}) must be a multiple of '
                          f'the number of groups G = {groups} ({p}B {_shape(B)})')
     _check_dims(p + 'C', C, 4, B_shape, '(B, L, G, N) as B')
-    tensors = [dt, A, B, C]
     if D is not None:
         if not isinstance(D, torch.Tensor) or D.dim() not in (1, 2):
             got = _shape(D) if isinstance(D, torch.Tensor) else type(D).__name__
@@ -96,30 +102,21 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
                                                                         (heads, headdim)):
             raise ValueError(f'{p}D must have shape (H,) = {(heads,)} or (H, P) = '
                              f'{(heads, headdim)}, got {_shape(D)}')
-        tensors.append(D)
     if z is not None:
         _check_dims(p + 'z', z, 4, x_shape, '(B, L, H, P) as x')
-        tensors.append(z)
     if dt_bias is not None:
         _check_dims(p + 'dt_bias', dt_bias, 1, (heads,), '(H,)')
-        tensors.append(dt_bias)
     if initial_states is not None:
         _check_dims(p + 'initial_states', initial_states, 4, (batch, heads, headdim, dstate),
                     '(B, H, P, N)')
-        tensors.append(initial_states)
-
-    device, dtype = x.device, x.dtype
-    if any(t.device != device for t in tensors):
-        name, t = next((n, t) for n, t in (('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D),
-                                            ('z', z), ('dt_bias', dt_bias),
-                                            ('initial_states', initial_states))
-                       if t is not None and t.device != device)
-        raise ValueError(f'{p}{name} is on device {t.device} but x is on {device}; '
-                         'all tensors must be on one device')
-    for name, t in (('B', B), ('C', C), ('z', z)):
-        if t is not None and t.dtype != dtype:
-            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {dtype}; x, B, C and z '
-                             'must share one dtype')
+    for name, t in dict(dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                        initial_states=initial_states).items():
+        if t is not None and t.device != x.device:
+            raise ValueError(f'{p}{name} is on device {t.device} but x is on {x.device}; '
+                             'all tensors must be on one device')
+        if name in ('B', 'C', 'z') and t is not None and t.dtype != x.dtype:
+            raise ValueError(f'{p}{name} has dtype {t.dtype} but x has {x.dtype}; x, B, C and '
+                             'z must share one dtype')
 
     if type(chunk_size) is not int or chunk_size <= 0:
         raise ValueError(f'chunk_size must be a positive int, got {chunk_size!r}')
@@ -131,6 +128,8 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_state
         raise ValueError(f'dt_limit must satisfy 0 <= min <= max, got {dt_limit!r}')
 
 
+# read once, and by torch.compile at tracing time rather than traced
+@torch.compiler.assume_constant_result
 @functools.lru_cache(maxsize=None)
 def _environment_impl() -> Optional[str]:
     """The value of ``DINOMAMBA_SSD_IMPL`` (None if unset), read and checked once."""
@@ -141,6 +140,7 @@ def _environment_impl() -> Optional[str]:
     return env
 
 
+@torch.compiler.assume_constant_result
 @functools.lru_cache(maxsize=None)
 def _triton_importable() -> bool:
     try:
@@ -150,34 +150,196 @@ def _triton_importable() -> bool:
     return True
 
 
-def _resolve_impl(impl: Optional[str], x: torch.Tensor) -> str:
-    """'torch' or 'triton' for this call (see the module docstring)."""
+def select_backend(impl: Optional[str], x: Tensor) -> str:
+    """'torch' or 'triton' for a call on x (B, L, H, P); the one place that chooses.
+
+    ``impl`` None or 'auto' uses ``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first
+    call) and otherwise picks Triton for CUDA tensors when triton imports, else torch. The Triton
+    kernels compute in float32 and launch a grid per batch row: float64 inputs, and batches of
+    size 0, run on the torch backend whatever ``impl`` says.
+    """
     if impl is None or impl == 'auto':
         impl = _environment_impl() or 'auto'
     elif impl not in IMPLS:
         raise ValueError(f'impl must be one of None, {", ".join(map(repr, IMPLS))}, got {impl!r}')
     if impl == 'auto':
         impl = 'triton' if x.device.type == 'cuda' and _triton_importable() else 'torch'
+    if x.dtype == torch.float64 or x.shape[0] == 0:
+        return 'torch'
     return impl
 
 
+def _backend(name: str):
+    """The module of a backend: ``forward``, ``backward`` and ``saved_like`` of a ScanInputs."""
+    return importlib.import_module(f'.{"chunk" if name == "torch" else "triton_chunk"}',
+                                   __package__)
+
+
+#: A below this acts as A = -inf: exp(dt' A) underflows to 0 for every dt' > 1e-9, while the
+#: running sums of dt' A stay finite (an infinite one makes the chunked differences NaN).
+MIN_A = -1e12
+
+
+def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                 dt_softplus, dt_limit, return_final_states) -> ScanInputs:
+    A = tuple(a.clamp(min=MIN_A) for a in A)
+    return ScanInputs(tuple(x), tuple(dt), A, tuple(B), tuple(C), tuple(D), tuple(z),
+                      tuple(dt_bias), tuple(initial_states), tuple(reverse), chunk_size,
+                      dt_softplus, (float(dt_limit[0]), float(dt_limit[1])),
+                      return_final_states)
+
+
+def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
+          D: List[Optional[Tensor]], z: List[Optional[Tensor]], dt_bias: List[Optional[Tensor]],
+          initial_states: List[Optional[Tensor]], reverse: List[bool], chunk_size: int,
+          dt_softplus: bool, dt_limit: List[float], return_final_states: bool, backend: str,
+          keep: bool) -> List[Tensor]:
+    """The scan of every direction (the lists hold one entry per direction): [y (B, L, H, P) per
+    direction, final state (B, H, P, N) if asked for (one direction), the tensors the backward
+    reads (with ``keep``)]."""
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, return_final_states)
+    # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
+    # mixed dtypes and make the saved tensors disagree with the backward's.
+    with torch.autocast(device_type=x[0].device.type, enabled=False):
+        ys, finals, saved = _backend(backend).forward(inp, keep)
+    return [*ys, *finals, *saved]
+
+
+_scan_op = torch.library.custom_op('dinomamba_mm::ssd_scan', _scan, mutates_args=())
+
+
+@_scan_op.register_fake
+def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size, dt_softplus,
+               dt_limit, return_final_states, backend, keep):
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, return_final_states)
+    batch, _, heads, headdim = x[0].shape
+    finals = [x[0].new_empty((batch, heads, headdim, B[0].shape[3]), dtype=compute_dtype(x[0]))
+              ] if return_final_states else []
+    saved = _backend(backend).saved_like(inp) if keep else []
+    return [*(t.new_empty(t.shape) for t in x), *finals, *saved]
+
+
+def _scan_backward(douts: List[Optional[Tensor]], d_final: Optional[Tensor], x: List[Tensor],
+                   dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
+                   D: List[Optional[Tensor]], z: List[Optional[Tensor]],
+                   dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
+                   reverse: List[bool], chunk_size: int, dt_softplus: bool,
+                   dt_limit: List[float], saved: List[Tensor], backend: str) -> List[Tensor]:
+    """Gradients of the inputs that are not None (``ScanInputs.present`` order) from those of y
+    and of the final state (None where they got none)."""
+    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                       dt_softplus, dt_limit, d_final is not None)
+    d_finals = [d_final] + [None] * (len(x) - 1)
+    with torch.autocast(device_type=x[0].device.type, enabled=False):
+        grads = _backend(backend).backward(inp, saved, douts, d_finals)
+    # an op's outputs must not share memory (the backends hand out both directions' gradients
+    # as views of one buffer where they can), and compiled graphs expect the fake's strides
+    storages = set()
+    for i, g in enumerate(grads):
+        if g.untyped_storage().data_ptr() in storages or not g.is_contiguous():
+            grads[i] = g = g.clone(memory_format=torch.contiguous_format)
+        storages.add(g.untyped_storage().data_ptr())
+    return grads
+
+
+_scan_backward_op = torch.library.custom_op('dinomamba_mm::ssd_scan_backward', _scan_backward,
+                                            mutates_args=())
+
+
+@_scan_backward_op.register_fake
+def _scan_backward_fake(douts, d_final, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
+    return [t.new_empty(t.shape) for group in (x, dt, A, B, C, D, z, dt_bias, initial_states)
+            for t in group if t is not None]
+
+
+_TENSOR_ARGS = len(ScanInputs.TENSORS)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    tensors, options = inputs[:_TENSOR_ARGS], inputs[_TENSOR_ARGS:]
+    reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend, _ = options
+    outputs = len(reverse) + int(return_final_states)
+    ctx.mark_non_differentiable(*output[outputs:])
+    ctx.set_materialize_grads(False)
+    ctx.lengths = [len(group) for group in tensors]
+    ctx.save_for_backward(*(t for group in tensors for t in group), *output[outputs:])
+    ctx.options = (reverse, chunk_size, dt_softplus, dt_limit)
+    ctx.directions, ctx.final, ctx.backend = len(reverse), return_final_states, backend
+
+
+def _backward(ctx, grads):
+    saved = list(ctx.saved_tensors)
+    groups = []
+    for n in ctx.lengths:
+        groups.append(saved[:n])
+        saved = saved[n:]
+    n = ctx.directions
+    douts, d_final = list(grads[:n]), grads[n] if ctx.final else None
+    found = iter(_scan_backward_op(douts, d_final, *groups, *ctx.options, saved, ctx.backend))
+    # a list holding None is one leaf for the op's autograd wrapper: its gradient is one None
+    return (*(None if None in group else [next(found) for _ in group] for group in groups),
+            *(None,) * 7)
+
+
+_scan_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _scan_reference(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
+                    dt_softplus, dt_limit, return_final_states, backend, keep) -> List[Tensor]:
+    """The op as the chunked einsum listing of ``reference.py`` in the compute dtype, for
+    exporters that cannot call a custom op (ONNX): no buffers, no data-dependent shortcuts."""
+    from .reference import ssd_chunked_reference
+    if keep:
+        raise ValueError('the SSD scan was exported for a backward pass (tensors that require '
+                         'grad, grad mode on): export under torch.no_grad() to lower it')
+    ys, finals = [], []
+    for k in range(len(x)):
+        out = ssd_chunked_reference(x[k], dt[k], A[k], B[k], C[k], chunk_size, D[k], z[k],
+                                    dt_bias[k], dt_softplus, tuple(dt_limit), initial_states[k],
+                                    True, reverse[k], compute_dtype(x[k]))
+        ys.append(out[0].to(x[k].dtype))
+        finals.append(out[1])
+    return ys + (finals if return_final_states else [])
+
+
+def export_decompositions() -> dict:
+    """``ExportedProgram.run_decompositions`` table that lowers the scan op to ATen ops (the
+    chunked reference), for ``torch.onnx.export`` of an exported program. Only for inference:
+    the lowered op saves nothing for a backward pass."""
+    return {torch.ops.dinomamba_mm.ssd_scan.default: _scan_reference}
+
+
+def _run(directions: Sequence[dict], reverse: Sequence[bool], chunk_size: int,
+         dt_softplus: bool, dt_limit, return_final_states: bool, impl: Optional[str]):
+    """The op over validated per-direction tensors (dicts of ScanInputs.TENSORS names)."""
+    x = directions[0]['x']
+    tensors = [[d[name] for d in directions] for name in ScanInputs.TENSORS]
+    keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for group in tensors for t in group)
+    return _scan_op(*tensors, list(reverse), chunk_size, dt_softplus,
+                    [float(dt_limit[0]), float(dt_limit[1])], return_final_states,
+                    select_backend(impl, x), keep)
+
+
 def ssd_scan(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    chunk_size: int = 256,
-    D: Optional[torch.Tensor] = None,
-    z: Optional[torch.Tensor] = None,
-    dt_bias: Optional[torch.Tensor] = None,
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    chunk_size: int = 64,
+    D: Optional[Tensor] = None,
+    z: Optional[Tensor] = None,
+    dt_bias: Optional[Tensor] = None,
     dt_softplus: bool = False,
     dt_limit: Tuple[float, float] = (0.0, float('inf')),
-    initial_states: Optional[torch.Tensor] = None,
+    initial_states: Optional[Tensor] = None,
     return_final_states: bool = False,
     reverse: bool = False,
     impl: Optional[str] = None,
-) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """SSD scan over a sequence (Mamba-2's ``mamba_chunk_scan_combined`` semantics).
 
     Args:
@@ -186,7 +348,12 @@ def ssd_scan(
         A: (H,) decay rates, negative for a stable scan.
         B: (B, L, G, N) input projections, H % G == 0; head h reads group h // (H // G).
         C: (B, L, G, N) output projections.
-        chunk_size: maximum chunk length of the chunked algorithm (does not change the result).
+        chunk_size: chunk length of the chunked algorithm (the result does not depend on it).
+            The torch backend cuts the sequence into ceil(L / chunk_size) chunks of equal length
+            (at most chunk_size); 64, the default, is where its CPU time is lowest
+            (``tools/benchmarks/ssd.py --chunk-sweep``). The Triton kernels use the largest power
+            of two in [16, 64] not above it (tl.dot needs 16; 64 keeps a chunk's tiles in
+            registers).
         D: (H,) or (H, P) skip term D * x, optional.
         z: (B, L, H, P) gate: y * silu(z), optional.
         dt_bias: (H,) added to dt, optional.
@@ -196,22 +363,16 @@ def ssd_scan(
         return_final_states: also return the (B, H, P, N) final state (float32; float64 for
             float64 x).
         reverse: scan from the last token to the first.
-        impl: None / 'auto', 'torch' or 'triton' (see the module docstring; float64 inputs and
-            B = 0 always run on the torch path).
+        impl: None / 'auto', 'torch' or 'triton' (see :func:`select_backend`).
 
     Returns:
         y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when asked for.
     """
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
-    args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, tuple(dt_limit),
-            initial_states, return_final_states, reverse)
-    # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
-    # mixed dtypes and make the saved tensors disagree with the backward's.
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        if _resolve_impl(impl, x) == 'triton':
-            from .triton_chunk import ssd_chunk_triton
-            return ssd_chunk_triton(*args)
-        return ssd_chunk_torch(*args)
+    out = _run([dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                     initial_states=initial_states)], [bool(reverse)], chunk_size, dt_softplus,
+               dt_limit, return_final_states, impl)
+    return (out[0], out[1]) if return_final_states else out[0]
 
 
 def _as_pair(name: str, value) -> Tuple:
@@ -229,15 +390,16 @@ def ssd_scan_bidirectional(
     A: Pair,
     B: Pair,
     C: Pair,
-    chunk_size: int = 256,
+    chunk_size: int = 64,
     D: Optional[Pair] = None,
     z: Optional[Pair] = None,
     dt_bias: Optional[Pair] = None,
     dt_softplus: bool = False,
     dt_limit: Tuple[float, float] = (0.0, float('inf')),
     impl: Optional[str] = None,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Forward and reverse scans of one sequence, as a bidirectional vision mixer needs them.
+) -> Tuple[Tensor, Tensor]:
+    """Forward and reverse scans of one sequence, as a bidirectional vision mixer needs them,
+    in one pass of every stage.
 
     Each of x, dt, A, B, C, D, z, dt_bias is either one tensor shared by both directions or a
     pair (forward_value, backward_value) with the shapes of :func:`ssd_scan`; the two x must have
@@ -249,33 +411,23 @@ def ssd_scan_bidirectional(
     """
     pairs = {name: _as_pair(name, value) for name, value in
              (('x', x), ('dt', dt), ('A', A), ('B', B), ('C', C), ('D', D), ('z', z),
-              ('dt_bias', dt_bias))}
-    for i, direction in enumerate(('forward', 'backward')):
-        _validate(*(pairs[n][i] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
-                  *(pairs[n][i] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
+              ('dt_bias', dt_bias), ('initial_states', None))}
+    directions = [{name: pair[i] for name, pair in pairs.items()} for i in range(2)]
+    for d, direction in zip(directions, ('forward', 'backward')):
+        _validate(*(d[n] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size,
+                  *(d[n] for n in ('D', 'z', 'dt_bias')), dt_limit, None,
                   prefix=f'{direction} ')
-    xf, xb = pairs['x']
-    if xf.shape != xb.shape or xf.dtype != xb.dtype or xf.device != xb.device:
-        raise ValueError(f'forward and backward x must match in shape, dtype and device, got '
-                         f'{_shape(xf)} {xf.dtype} {xf.device} and {_shape(xb)} {xb.dtype} '
-                         f'{xb.device}')
-    if pairs['B'][0].shape != pairs['B'][1].shape:
-        raise ValueError(f'forward and backward B must have one shape, got '
-                         f'{_shape(pairs["B"][0])} and {_shape(pairs["B"][1])}')
-    for name in ('D', 'z', 'dt_bias'):
-        fwd_val, bwd_val = pairs[name]
-        if (fwd_val is None) != (bwd_val is None):
+    for name, (fwd, bwd) in pairs.items():  # one set of strides and dtypes for both directions
+        if (fwd is None) != (bwd is None):
             raise ValueError(f'{name} must be given for both directions or for neither')
-        if fwd_val is not None and fwd_val.shape != bwd_val.shape:
-            raise ValueError(f'forward and backward {name} must have one shape, got '
-                             f'{_shape(fwd_val)} and {_shape(bwd_val)}')
-    args = (pairs['x'], pairs['dt'], pairs['A'], pairs['B'], pairs['C'], chunk_size, pairs['D'],
-            pairs['z'], pairs['dt_bias'], dt_softplus, tuple(dt_limit))
-    with torch.autocast(device_type=xf.device.type, enabled=False):  # see ssd_scan
-        if _resolve_impl(impl, xf) == 'triton':
-            from .triton_chunk import ssd_bidirectional_triton
-            return ssd_bidirectional_triton(*args)
-        return ssd_bidirectional_torch(*args)
+        if fwd is not None and (fwd.shape, fwd.dtype, fwd.device) != (bwd.shape, bwd.dtype,
+                                                                       bwd.device):
+            raise ValueError(f'forward and backward {name} must match in shape, dtype and '
+                             f'device, got {_shape(fwd)} {fwd.dtype} {fwd.device} and '
+                             f'{_shape(bwd)} {bwd.dtype} {bwd.device}')
+    y_fwd, y_bwd = _run(directions, [False, True], chunk_size, dt_softplus, dt_limit, False,
+                        impl)[:2]
+    return y_fwd, y_bwd
 
 
 def ssd_mixing_matrix(

@@ -54,13 +54,13 @@ when first written).
 """
 import dataclasses
 import math
+import warnings
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from .scan_inputs import DirectionInputs, ScanOptions, compute_dtype, preprocess_dt, \
-    preprocess_dt_backward
+from .scan_inputs import ScanInputs, compute_dtype, preprocess_dt, preprocess_dt_backward
 
 Tensor = torch.Tensor
 
@@ -71,6 +71,7 @@ MIN_EXPONENT = {torch.float32: -60.0, torch.float64: -600.0}
 #: float32 differences of running sums above this lose more than 3e-5 (relative) to rounding:
 #: the masks then split s into a float32 head and tail (see :func:`decay_mask`).
 EXACT_CUMSUM = 512.0
+_GROWTH_WARNED = False  # see dA_cumsum_fwd
 #: the (Q, Q) matrices of the diagonal blocks are built for a block of heads this big at a time.
 MASK_BLOCK_BYTES = 4 * 2**20
 #: products that are only summed go through one buffer of at least this size (and one row).
@@ -78,9 +79,10 @@ PRODUCT_BUFFER_BYTES = 4 * 2**20
 
 
 def chunk_layout(length: int, chunk_size: int) -> Tuple[int, int]:
-    """(n_chunks, chunk length Q): chunks of at most ``chunk_size`` tokens, padding < n_chunks."""
-    n_chunks = max(1, math.ceil(length / chunk_size))
-    return n_chunks, max(1, math.ceil(length / n_chunks))
+    """(n_chunks, chunk length Q): chunks of at most ``chunk_size`` tokens, padding < n_chunks
+    (length >= 1; integer arithmetic, so that symbolic sizes work too)."""
+    n_chunks = -(-length // chunk_size)
+    return n_chunks, -(-length // n_chunks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,15 +260,14 @@ class DtCumsum(NamedTuple):
     finite: bool
 
 
-def dA_cumsum_fwd(lay: ChunkLayout, dirs: Sequence[DirectionInputs],
-                  options: ScanOptions) -> DtCumsum:
+def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     """dt' = clamp(softplus?(dt + dt_bias)) and its running sums s of dt' A per chunk."""
     dt = lay.new(lay.rows, lay.heads, lay.padded)
-    for d, inp in zip(lay.directions, dirs):
+    for k, d in enumerate(lay.directions):
         lay.zero_padding(dt[d.rows], d, dim=2)
-        dt[d.rows, :, d.tokens] = preprocess_dt(inp.dt, inp.dt_bias, options.dt_softplus,
-                                                options.dt_limit, lay.dtype).transpose(1, 2)
-    A = torch.cat([inp.A.to(torch.float64).expand(lay.batch, -1) for inp in dirs])  # (R, H)
+        dt[d.rows, :, d.tokens] = preprocess_dt(inp.dt[k], inp.dt_bias[k], inp.dt_softplus,
+                                                inp.dt_limit, lay.dtype).transpose(1, 2)
+    A = torch.cat([A.to(torch.float64).expand(lay.batch, -1) for A in inp.A])  # (R, H)
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
     if dA.numel() == 0:
@@ -274,13 +275,19 @@ def dA_cumsum_fwd(lay: ChunkLayout, dirs: Sequence[DirectionInputs],
     # dt' A is NaN or infinite wherever dt' is (even for A = 0: 0 * inf is NaN)
     lowest, highest = torch.aminmax(dA)
     lowest, highest = lowest.item(), highest.item()
+    global _GROWTH_WARNED
+    if highest > 0 and not _GROWTH_WARNED:
+        _GROWTH_WARNED = True
+        warnings.warn(f"SSD scan: dt' A > 0 at some step (up to {highest:.3g}; A > 0, or dt' < 0 "
+                      'without softplus): the state grows by exp(dt\' A) per step instead of '
+                      'decaying, and overflows to inf / NaN once the growth summed over the '
+                      'sequence passes ~88 (float32). Warned once.')
     return DtCumsum(dt, dA_cumsum, monotone=highest <= 0,  # False for NaN
                     finite=math.isfinite(lowest) and math.isfinite(highest))
 
 
 def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor, dt: Tensor,
-                  dirs: Sequence[DirectionInputs],
-                  options: ScanOptions) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
+                  inp: ScanInputs) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
     """Per direction (d dt (B, L, H), dA (H,), d dt_bias (H,) or None).
 
     Args:
@@ -293,18 +300,18 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
                            for d in lay.directions])
     ddA = ddA.view(lay.rows, lay.heads, lay.padded)
     grads = []
-    for d, inp in zip(lay.directions, dirs):
-        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0)
-        dA = dA.to(inp.A.dtype)
-        ddt_d = ddt[d.rows].addcmul(ddA[d.rows], inp.A.to(lay.dtype)[:, None])
-        ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), inp.dt,
-                                         inp.dt_bias, options)
-        d_bias = ddt_raw.sum((0, 1)).to(inp.dt_bias.dtype) if inp.dt_bias is not None else None
-        grads.append((ddt_raw.to(inp.dt.dtype), dA, d_bias))
+    for k, d in enumerate(lay.directions):
+        A, dt_raw, bias = inp.A[k], inp.dt[k], inp.dt_bias[k]
+        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0).to(A.dtype)
+        ddt_d = ddt[d.rows].addcmul(ddA[d.rows], A.to(lay.dtype)[:, None])
+        ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), dt_raw, bias,
+                                         inp)
+        d_bias = ddt_raw.sum((0, 1)).to(bias.dtype) if bias is not None else None
+        grads.append((ddt_raw.to(dt_raw.dtype), dA, d_bias))
     return grads
 
 
-def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum) -> Tensor:
+def dt_scaled_x(lay: ChunkLayout, inp: ScanInputs, cum: DtCumsum) -> Tensor:
     """x_dt = dt' x, head-major (R, H, Lp, P), 0 on the padding: the operand of both
     :func:`chunk_state_fwd` and :func:`chunk_scan_diag_fwd`.
 
@@ -313,9 +320,9 @@ def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum
     tokens of its chunk through the zeros of the diagonal blocks' products.
     """
     x_dt = lay.new(lay.rows, lay.heads, lay.padded, lay.headdim)
-    for d, inp in zip(lay.directions, dirs):
+    for x, d in zip(inp.x, lay.directions):
         lay.zero_padding(x_dt[d.rows], d, dim=2)
-        torch.mul(inp.x, cum.dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
+        torch.mul(x, cum.dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
                   out=x_dt[d.rows, :, d.tokens].transpose(1, 2))
     if not cum.finite:
         x_dt.masked_fill_(~torch.isfinite(cum.dt).unsqueeze(-1), 0.0)
@@ -323,17 +330,18 @@ def dt_scaled_x(lay: ChunkLayout, dirs: Sequence[DirectionInputs], cum: DtCumsum
 
 
 def dt_scaled_x_bwd(lay: ChunkLayout, d_x_dt: Tensor, dy: Tensor, ddt: Tensor, dt: Tensor,
-                    dirs: Sequence[DirectionInputs]) -> List[Tensor]:
+                    inp: ScanInputs) -> List[Tensor]:
     """dx per direction (B, L, H, P) from d(dt' x) and from the skip term D x; adds
     x . d(dt' x) to ``ddt`` (R, H, Lp) in place."""
     dxs = []
-    for d, inp in zip(lay.directions, dirs):
+    for x, D, d in zip(inp.x, inp.D, lay.directions):
         d_x_dt_d = d_x_dt[d.rows, :, d.tokens].transpose(1, 2)
-        ddt[d.rows, :, d.tokens] += summed_products(lay, inp.x, d_x_dt_d, (-1,)).transpose(1, 2)
-        dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1))
-        if inp.D is not None:
-            dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(inp.D, lay.dtype))
-        dxs.append(dx.to(inp.x.dtype))
+        ddt[d.rows, :, d.tokens] += summed_products(lay, x, d_x_dt_d, (-1,)).transpose(1, 2)
+        dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
+                       out=lay.new(*x.shape))
+        if D is not None:
+            dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(D, lay.dtype))
+        dxs.append(dx.to(x.dtype))
     return dxs
 
 
@@ -424,27 +432,18 @@ def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, wei
 
 
 # ------------------------------------------------------------------------------ state_passing
-class StatesOut(NamedTuple):
-    """Output of :func:`state_passing_fwd`.
-
-    Attributes:
-        final_states: per direction (B, H, P, N), or [] when not asked for.
-        states: H_c entering every chunk (R, G, n_c, N, Hg, P) when kept, else None.
-        C_states: C_i H_c (R, G, Lp, Hg, P) when kept, else None.
-    """
-
-    final_states: List[Tensor]
-    states: Optional[Tensor]
-    C_states: Optional[Tensor]
-
-
 def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, decays: Decays,
                       initial_states: Sequence[Optional[Tensor]], y: Tensor, keep: bool,
-                      want_final: bool) -> StatesOut:
+                      want_final: bool) -> Tuple[List[Tensor], Optional[Tensor], Optional[Tensor]]:
     """The loop over chunks in scan order: adds each chunk's off-diagonal term to y
     (:func:`chunk_scan_off_fwd`), then passes the state on, H_next = exp(s_exit) H_c + S_c
     (:func:`chunk_state_fwd`). The zero state entering a first chunk adds nothing, and the state
-    leaving the last chunk is only computed as the final state."""
+    leaving the last chunk is only computed as the final state.
+
+    Returns:
+        the final states per direction (B, H, P, N) ([] unless ``want_final``); with ``keep``
+        H_c entering every chunk (R, G, n_c, N, Hg, P) and C_i H_c (R, G, Lp, Hg, P).
+    """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
     states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if keep else None
     C_states = lay.new(lay.rows, G, lay.padded, Hg, P) if keep else None
@@ -471,7 +470,7 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
                 h, spare, is_zero = h_next.addcmul_(v.decay[:, :, c], h), h, False
         if want_final:
             finals.append(lay.state_from_n_major(h))
-    return StatesOut(finals, states, C_states)
+    return finals, states, C_states
 
 
 def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays: Decays,
@@ -598,22 +597,11 @@ def rectangle_sums_(G: Tensor, reverse: bool) -> Tensor:
     return F.pad(sums[..., :-1], (1, 0))
 
 
-class DiagSaved(NamedTuple):
-    """What :func:`chunk_scan_diag_bwd` needs from :func:`chunk_scan_diag_fwd`.
-
-    Attributes:
-        mask: exp(s_i - s_j) (R, H, n_c, Q, Q) of :func:`decay_mask`.
-        CB: (R, G, n_c, Q, Q), causal.
-    """
-
-    mask: Tensor
-    CB: Tensor
-
-
 def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        cum: DtCumsum, keep: bool) -> Tuple[Tensor, Optional[DiagSaved]]:
+                        cum: DtCumsum, keep: bool) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """y = (exp(s_i - s_j) o CB) x_dt over the diagonal blocks, (R, H, Lp, P), a block of heads
-    at a time; with ``keep`` also the masks and CB for the backward pass."""
+    at a time; the masks exp(s_i - s_j) (R, H, n_c, Q, Q) of :func:`decay_mask` when ``keep``
+    (else None) and the causal CB (R, G, n_c, Q, Q), for the backward pass."""
     R, H, P, G, q, nc = lay.rows, lay.heads, lay.headdim, lay.groups, lay.q, lay.n_chunks
     B3, C3 = (t.view(-1, q, lay.dstate) for t in (B_s, C_s))
     CB = torch.bmm(C3, B3.transpose(1, 2)).view(R, G, nc, q, q)
@@ -634,11 +622,11 @@ def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor
                       out=work)
         torch.bmm(work.view(-1, q, q), x_dt[r, heads].view(-1, q, P),
                   out=y[r, heads].view(-1, q, P))
-    return y, (DiagSaved(mask, CB) if keep else None)
+    return y, mask, CB
 
 
 def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        saved: DiagSaved, grads: 'ScanGrads') -> None:
+                        mask: Tensor, CB: Tensor, grads: 'ScanGrads') -> None:
     """Backward of :func:`chunk_scan_diag_fwd`: sets grads.d_x_dt = (mask o CB)^T dy, grads.dB
     and grads.dC from dCB = sum over a group's heads of mask o (dy x_dt^T), and adds the decay
     gradient: with G_ij = (dy_i . x_dt_j) exp(s_i - s_j) CB_ij, ddA_k += the sum of G over
@@ -647,14 +635,14 @@ def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor,
     dCB = lay.zeros(R, G, nc, q, q)
     buffer = _block_buffer(lay)
     for r, heads, grp, rev in head_blocks(lay):
-        e, CB = saved.mask[r, heads], saved.CB[r, grp]
-        work = torch.mul(e, CB, out=buffer[:e.numel()].view(e.shape))
+        e, CB_block = mask[r, heads], CB[r, grp]
+        work = torch.mul(e, CB_block, out=buffer[:e.numel()].view(e.shape))
         work3, dy3, x3 = (t.view(-1, q, t.shape[-1]) for t in (work, dy[r, heads],
                                                                x_dt[r, heads]))
         torch.bmm(work3.transpose(1, 2), dy3, out=grads.d_x_dt[r, heads].view(-1, q, P))
         torch.bmm(dy3, x3.transpose(1, 2), out=work3).mul_(e.view(-1, q, q))
         dCB[r, grp] += work.sum(1, keepdim=True)
-        grads.ddA[r, heads] += rectangle_sums_(work.mul_(CB), rev)
+        grads.ddA[r, heads] += rectangle_sums_(work.mul_(CB_block), rev)
     for d in lay.directions:
         _causal_(dCB[d.rows], d.reverse)  # the masks' non-causal side is not zero
     dCB = dCB.view(-1, q, q)
@@ -687,23 +675,23 @@ def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
     return out
 
 
-def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, dirs: Sequence[DirectionInputs],
+def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, inp: ScanInputs,
                        keep: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
     """Each direction's output (B, L, H, P) in x's dtype: y + D x, times silu(z) if gated;
     with ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
     gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) \
-        if keep and dirs[0].z is not None else None
+        if keep and inp.z[0] is not None else None
     outs = []
-    for d, inp in zip(lay.directions, dirs):
+    for x, D, z, d in zip(inp.x, inp.D, inp.z, lay.directions):
         y_d = y[d.rows, :, d.tokens].transpose(1, 2)
-        out = gate_input[d.rows] if gate_input is not None else lay.new(*inp.x.shape)
-        if inp.D is None:
+        out = gate_input[d.rows] if gate_input is not None else lay.new(*x.shape)
+        if D is None:
             out.copy_(y_d)
         else:
-            torch.addcmul(y_d, inp.x, _skip_weight(inp.D, lay.dtype), out=out)
-        if inp.z is not None:
-            out = out * F.silu(inp.z.to(lay.dtype))
-        outs.append(out.to(inp.x.dtype))
+            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out)
+        if z is not None:
+            out = out * F.silu(z.to(lay.dtype))
+        outs.append(out.to(x.dtype))
     return outs, gate_input
 
 
@@ -730,37 +718,38 @@ class ScanGrads(NamedTuple):
 
 
 def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
-                       gate_input: Optional[Tensor],
-                       dirs: Sequence[DirectionInputs]) -> ScanGrads:
-    """Backward of :func:`chunk_scan_out_fwd`: dy (head-major, for the other stages), dD, dz;
-    allocates the other gradients of :class:`ScanGrads`."""
+                       gate_input: Optional[Tensor], inp: ScanInputs) -> ScanGrads:
+    """Backward of :func:`chunk_scan_out_fwd` for each direction's dout (B, L, H, P) or None:
+    dy (head-major, for the other stages), dD, dz; allocates the other gradients of
+    :class:`ScanGrads`."""
     R, H, P = lay.rows, lay.heads, lay.headdim
     dy = lay.new(R, H, lay.padded, P)
     dD: List[Optional[Tensor]] = []
     dz: List[Optional[Tensor]] = []
-    for d, inp, dout in zip(lay.directions, dirs, douts):
+    for k, d in enumerate(lay.directions):
+        x, D, z = inp.x[k], inp.D[k], inp.z[k]
         lay.zero_padding(dy[d.rows], d, dim=2)
         dy_d = dy[d.rows, :, d.tokens].transpose(1, 2)  # (B, L, H, P) view
-        if dout is None:
+        if douts[k] is None:
             dy_d.zero_()
-            dD.append(None if inp.D is None else torch.zeros_like(inp.D))
-            dz.append(None if inp.z is None else torch.zeros_like(inp.z))
+            dD.append(None if D is None else torch.zeros_like(D))
+            dz.append(None if z is None else torch.zeros_like(z))
             continue
-        dout = dout.to(lay.dtype)
-        if inp.z is None:
-            dy_d.copy_(dout)
+        dout_d = douts[k].to(lay.dtype)
+        if z is None:
+            dy_d.copy_(dout_d)
             dz.append(None)
         else:
-            z = inp.z.to(lay.dtype)
-            sig = torch.sigmoid(z)
+            zc = z.to(lay.dtype)
+            sig = torch.sigmoid(zc)
             # d silu(z) / dz = sigmoid(z) (1 + z (1 - sigmoid(z)))
-            dz.append((dout * gate_input[d.rows] * sig * (1 + z * (1 - sig))).to(inp.z.dtype))
-            torch.mul(dout, sig.mul_(z), out=dy_d)
-        if inp.D is None:
+            dz.append((dout_d * gate_input[d.rows] * sig * (1 + zc * (1 - sig))).to(z.dtype))
+            torch.mul(dout_d, sig.mul_(zc), out=dy_d)
+        if D is None:
             dD.append(None)
         else:
-            d_skip = summed_products(lay, inp.x, dy_d, (0,)).sum(0)  # (H, P)
-            dD.append((d_skip.sum(-1) if inp.D.dim() == 1 else d_skip).to(inp.D.dtype))
+            d_skip = summed_products(lay, x, dy_d, (0,)).sum(0)  # (H, P)
+            dD.append((d_skip.sum(-1) if D.dim() == 1 else d_skip).to(D.dtype))
     return ScanGrads(
         dy=dy, d_x_dt=lay.new(R, H, lay.padded, P),
         dB=lay.new(R, lay.groups, lay.padded, lay.dstate),

@@ -39,18 +39,20 @@ def ssd_chunked_reference(
     initial_states: Optional[Tensor] = None,
     return_final_states: bool = False,
     reverse: bool = False,
+    dtype: torch.dtype = torch.float64,
 ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
-    """SSD scan by chunks; arguments and shapes as ``api.ssd_scan``, results in float64.
+    """SSD scan by chunks; arguments and shapes as ``api.ssd_scan``, computed in ``dtype``
+    (float64 for the tests; float32 where an exporter lowers the op to it).
 
     Returns:
-        y (B, L, H, P) float64, and final_states (B, H, P, N) float64 when asked for.
+        y (B, L, H, P), and final_states (B, H, P, N) when asked for, in ``dtype``.
     """
-    f64 = torch.float64
+
     batch, length, heads, _ = x.shape
-    dt = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit, f64)
+    dt = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit, dtype)
     per_group = heads // B.shape[2]
-    x, B, C = x.to(f64), B.to(f64).repeat_interleave(per_group, 2), \
-        C.to(f64).repeat_interleave(per_group, 2)
+    x, B, C = x.to(dtype), B.to(dtype).repeat_interleave(per_group, 2), \
+        C.to(dtype).repeat_interleave(per_group, 2)
     if reverse:
         x, dt, B, C = (t.flip(1) for t in (x, dt, B, C))
     pad = -length % chunk_size  # dt' = 0 past the end: no decay, no input
@@ -58,7 +60,7 @@ def ssd_chunked_reference(
     x, dt, B, C = (t.unflatten(1, (-1, chunk_size)) for t in (x, dt, B, C))  # (b, c, l, h, ...)
 
     # dA_cumsum: s = running sum of dt' A inside each chunk, (b, h, c, l)
-    dA = (dt * A.to(f64)).permute(0, 3, 1, 2)
+    dA = (dt * A.to(dtype)).permute(0, 3, 1, 2)
     dA_cumsum = torch.cumsum(dA, dim=-1)
     # chunk_scan, diagonal blocks: y_i += sum_{j<=i} exp(s_i - s_j) (C_i . B_j) dt'_j x_j
     decay = torch.exp(_segment_sums(dA))
@@ -69,7 +71,7 @@ def ssd_chunked_reference(
     # state_passing: H_0 = initial state, H_{c+1} = exp(s_last(c)) H_c + S_c
     if initial_states is None:
         initial_states = torch.zeros_like(chunk_states[:, 0])
-    chunk_states = torch.cat([initial_states.to(f64)[:, None], chunk_states], dim=1)
+    chunk_states = torch.cat([initial_states.to(dtype)[:, None], chunk_states], dim=1)
     decay_chunks = torch.exp(_segment_sums(F.pad(dA_cumsum[..., -1], (1, 0))))
     states = torch.einsum('bhzc,bchpn->bzhpn', decay_chunks, chunk_states)
     states, final_states = states[:, :-1], states[:, -1]
@@ -83,7 +85,7 @@ def ssd_chunked_reference(
     if reverse:
         x = x.flip(1)
     if D is not None:
-        y = y + x * (D.to(f64)[:, None] if D.dim() == 1 else D.to(f64))
+        y = y + x * (D.to(dtype)[:, None] if D.dim() == 1 else D.to(dtype))
     if z is not None:
-        y = y * F.silu(z.to(f64))
+        y = y * F.silu(z.to(dtype))
     return (y, final_states) if return_final_states else y

@@ -1,13 +1,8 @@
-"""What one call of the chunked SSD scan is given: per-direction tensors and shared options.
-
-Both implementations (the PyTorch path in ``chunk.py`` and the Triton path in ``triton_chunk.py``)
-receive a :class:`ScanOptions` and one :class:`DirectionInputs` per scan direction, and hand their
-autograd Function the tensors in :attr:`DirectionInputs.FIELDS` order (an autograd Function only
-tracks tensors passed as its own arguments), so gradients come back under the same names.
-"""
+"""What one call of the chunked SSD scan is given (:class:`ScanInputs`, the one container
+between the op in ``api.py`` and the stages of both backends), and the dt preprocessing."""
 import dataclasses
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -16,67 +11,52 @@ Tensor = torch.Tensor
 
 
 @dataclasses.dataclass(frozen=True)
-class ScanOptions:
-    """Options shared by every direction of one call.
+class ScanInputs:
+    """Every input of one call of the chunked scan: the tensors of each scan direction (tuples
+    with one entry per direction, shapes as in ``api.ssd_scan``) and the options they share.
 
     Args:
-        chunk_size (int): longest chunk; the result does not depend on it.
+        x, dt, A, B, C (tuple[Tensor]): (B, L, H, P), (B, L, H) before ``dt_bias`` / softplus /
+            clamp, (H,), (B, L, G, N), (B, L, G, N).
+        D, z, dt_bias, initial_states (tuple[Tensor | None]): (H,) or (H, P), (B, L, H, P),
+            (H,), (B, H, P, N); None where absent (all directions alike).
+        reverse (tuple[bool]): scan from the last token to the first.
+        chunk_size (int): chunk length (see ``api.ssd_scan``).
         dt_softplus (bool): softplus on dt + dt_bias.
         dt_limit (tuple[float, float]): clamp of dt' (none for (0, inf)).
-        reverse (tuple[bool, ...]): per direction, scan from the last token to the first.
-        return_final_states (bool): also return each direction's final state.
+        return_final_states (bool): also return the final state (one direction only).
     """
 
+    x: Tuple[Tensor, ...]
+    dt: Tuple[Tensor, ...]
+    A: Tuple[Tensor, ...]
+    B: Tuple[Tensor, ...]
+    C: Tuple[Tensor, ...]
+    D: Tuple[Optional[Tensor], ...]
+    z: Tuple[Optional[Tensor], ...]
+    dt_bias: Tuple[Optional[Tensor], ...]
+    initial_states: Tuple[Optional[Tensor], ...]
+    reverse: Tuple[bool, ...]
     chunk_size: int
     dt_softplus: bool
     dt_limit: Tuple[float, float]
-    reverse: Tuple[bool, ...]
-    return_final_states: bool = False
+    return_final_states: bool
+
+    TENSORS = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias', 'initial_states')
 
     @property
     def clamps_dt(self) -> bool:
-        """Whether ``dt_limit`` clamps at all (the default (0, inf) does not)."""
-        lo, hi = self.dt_limit
-        return lo != 0.0 or not math.isinf(hi)
+        return clamps(self.dt_limit)
+
+    def present(self) -> List[Tensor]:
+        """The tensors that are not None, field by field in :attr:`TENSORS` order (the inputs
+        that get a gradient)."""
+        return [t for name in self.TENSORS for t in getattr(self, name) if t is not None]
 
 
-@dataclasses.dataclass
-class DirectionInputs:
-    """Tensors of one scan direction, shapes as in ``api.ssd_scan``.
-
-    Args:
-        x (Tensor): (B, L, H, P).
-        dt (Tensor): (B, L, H) before ``dt_bias`` / softplus / clamp.
-        A (Tensor): (H,).
-        B (Tensor): (B, L, G, N).
-        C (Tensor): (B, L, G, N).
-        D (Tensor, optional): (H,) or (H, P). Defaults to None.
-        z (Tensor, optional): (B, L, H, P) gate. Defaults to None.
-        dt_bias (Tensor, optional): (H,). Defaults to None.
-        initial_states (Tensor, optional): (B, H, P, N). Defaults to None.
-    """
-
-    x: Tensor
-    dt: Tensor
-    A: Tensor
-    B: Tensor
-    C: Tensor
-    D: Optional[Tensor] = None
-    z: Optional[Tensor] = None
-    dt_bias: Optional[Tensor] = None
-    initial_states: Optional[Tensor] = None
-
-    FIELDS = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias', 'initial_states')
-
-    def tensors(self) -> Tuple[Optional[Tensor], ...]:
-        """The fields in :attr:`FIELDS` order."""
-        return tuple(getattr(self, name) for name in self.FIELDS)
-
-    @classmethod
-    def unflatten(cls, flat: Sequence[Optional[Tensor]]) -> List['DirectionInputs']:
-        """Inverse of concatenating :meth:`tensors` of several directions."""
-        n = len(cls.FIELDS)
-        return [cls(*flat[i:i + n]) for i in range(0, len(flat), n)]
+def clamps(dt_limit: Tuple[float, float]) -> bool:
+    """Whether ``dt_limit`` clamps at all (the default (0, inf) does not)."""
+    return float(dt_limit[0]) != 0.0 or not math.isinf(float(dt_limit[1]))
 
 
 def compute_dtype(x: Tensor) -> torch.dtype:
@@ -93,14 +73,13 @@ def preprocess_dt(dt: Tensor, dt_bias: Optional[Tensor], dt_softplus: bool,
         dt = dt + dt_bias.to(dtype)
     if dt_softplus:
         dt = F.softplus(dt)
-    lo, hi = float(dt_limit[0]), float(dt_limit[1])
-    if lo != 0.0 or not math.isinf(hi):
-        dt = dt.clamp(min=lo, max=hi)
+    if clamps(dt_limit):
+        dt = dt.clamp(min=float(dt_limit[0]), max=float(dt_limit[1]))
     return dt
 
 
 def preprocess_dt_backward(ddt: Tensor, dt: Tensor, dt_bias: Optional[Tensor],
-                           options: ScanOptions) -> Tensor:
+                           options: ScanInputs) -> Tensor:
     """dL/d(dt) from dL/d(dt') (both (B, L, H)), undoing :func:`preprocess_dt` (recomputed)."""
     if not (options.dt_softplus or options.clamps_dt):
         return ddt

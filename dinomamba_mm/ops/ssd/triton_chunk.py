@@ -1,5 +1,5 @@
-"""Triton implementation of the chunked SSD scan: one launch function per stage, the autograd
-Function, and the two entry points.
+"""Triton implementation of the chunked SSD scan: one launch function per stage and the
+forward and backward entry points of the op in ``api.py``.
 
 The stages are those of ``chunk_stages.py`` (the PyTorch path) with the same names; each function
 below launches the kernels of ``triton_kernels.py`` for it:
@@ -14,21 +14,19 @@ each direction's tensors are read through their own pointers and the reverse sca
 arithmetic, so nothing is flipped or copied. The backward pass recomputes dt', the running sums
 and the states (cheap next to the scan itself) instead of storing them.
 
-``ssd_chunk_triton`` and ``ssd_bidirectional_triton`` take the arguments of
-``chunk.ssd_chunk_torch`` / ``chunk.ssd_bidirectional_torch`` (validated by ``api.py``) and run on
-CUDA tensors, or on CPU tensors when the kernels were defined under ``TRITON_INTERPRET=1``. The
-kernels compute in float32: float64 inputs, and batches of size 0, run on the PyTorch path.
+``forward`` and ``backward`` take a :class:`ScanInputs` (validated by ``api.py``, which sends
+float64 inputs and empty batches to the torch backend) and run on CUDA tensors, or on CPU tensors
+when the kernels were defined under ``TRITON_INTERPRET=1``.
 """
 import contextlib
 import dataclasses
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Tuple
 
 import torch
 import triton
 
 from . import triton_kernels as kernels
-from .chunk import ssd_bidirectional_torch, ssd_chunk_torch
-from .scan_inputs import DirectionInputs, ScanOptions
+from .scan_inputs import ScanInputs
 
 Tensor = torch.Tensor
 
@@ -59,56 +57,40 @@ def _d_strides(D: Optional[Tensor]) -> Tuple[int, int]:
     return (D.stride(0), 0) if D.dim() == 1 else tuple(D.stride())
 
 
-@dataclasses.dataclass
-class _Pair:
-    """One input of both directions, as the kernels read it: two pointers, one set of strides
-    (a single-direction call passes its tensor twice)."""
-
-    first: Optional[Tensor]
-    second: Optional[Tensor]
-
-    @property
-    def args(self) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-        return self.first, self.second
-
-
-class _Pairs:
-    """Every input of both directions as :class:`_Pair`, fields named as in DirectionInputs."""
-
-    def __init__(self, dirs: Sequence[DirectionInputs]):
-        second = dirs[-1]
-        x = dirs[0].x
-        for name in ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias'):
-            a, b = getattr(dirs[0], name), getattr(second, name)
-            if b is not None and b is not a and b.dtype != a.dtype:
-                b = b.to(a.dtype)
-            if name == 'D' and a is not None and a.shape != b.shape:  # (H,) with (H, P)
-                a, b = (t.expand(x.shape[2], x.shape[3]) if t.dim() == 1 else t for t in (a, b))
-            if name in ('A', 'dt_bias', 'D') and a is not None:
-                a, b = a.contiguous(), b.contiguous()
-            if a is not None and a is not b and a.stride() != b.stride():
-                a, b = a.contiguous(), b.contiguous()
-            setattr(self, name, _Pair(a, b))
+def _kernel_inputs(inp: ScanInputs) -> ScanInputs:
+    """Both directions' tensors as the kernels read them: two pointers per input (a
+    single-direction call passes its tensors twice) with one set of strides (``api.py`` has
+    checked that both directions' tensors match in shape and dtype)."""
+    h0 = inp.initial_states[0]
+    fields = dict(initial_states=(None if h0 is None else h0.float().contiguous(),))
+    for name in ScanInputs.TENSORS[:-1]:
+        a, b = getattr(inp, name)[0], getattr(inp, name)[-1]
+        if name in ('A', 'dt_bias', 'D') and a is not None:
+            a, b = a.contiguous(), b.contiguous()
+        if a is not None and a is not b and a.stride() != b.stride():
+            a, b = a.contiguous(), b.contiguous()
+        fields[name] = (a, b)
+    return dataclasses.replace(inp, **fields)
 
 
 class _Meta:
     """Shapes, flags and launch constants shared by the forward and backward launches."""
 
-    def __init__(self, options: ScanOptions, dirs: Sequence[DirectionInputs]):
-        x, B, first = dirs[0].x, dirs[0].B, dirs[0]
-        self.directions = len(dirs)
-        self.rev_bits = sum(int(rev) << k for k, rev in enumerate(options.reverse))
+    def __init__(self, inp: ScanInputs):
+        x, B = inp.x[0], inp.B[0]
+        self.directions = len(inp.reverse)
+        self.rev_bits = sum(int(rev) << k for k, rev in enumerate(inp.reverse))
         self.batch, self.seqlen, self.nheads, self.hdim = x.shape
         self.ngroups, self.dstate = B.shape[2], B.shape[3]
         self.heads_per_group = self.nheads // self.ngroups
-        self.Q = _kernel_chunk(options.chunk_size)
+        self.Q = _kernel_chunk(inp.chunk_size)
         self.nchunks = triton.cdiv(self.seqlen, self.Q)
         self.block_n = _block(self.dstate)
-        self.softplus = bool(options.dt_softplus)
-        self.dt_min, self.dt_max = (float(v) for v in options.dt_limit)
-        self.clamp = options.clamps_dt
-        self.has_d, self.has_z = first.D is not None, first.z is not None
-        self.has_bias = first.dt_bias is not None
+        self.softplus = bool(inp.dt_softplus)
+        self.dt_min, self.dt_max = inp.dt_limit
+        self.clamp = inp.clamps_dt
+        self.has_d, self.has_z = inp.D[0] is not None, inp.z[0] is not None
+        self.has_bias = inp.dt_bias[0] is not None
         self.dot_precision = 'tf32x3' if x.dtype == torch.float32 and x.is_cuda else 'ieee'
         self.heads_total = self.directions * self.batch * self.nheads
         self.device = x.device
@@ -123,26 +105,26 @@ class _Meta:
 
 
 # ------------------------------------------------------------------------------ forward stages
-def dA_cumsum_fwd(m: _Meta, inp: _Pairs) -> Tuple[Tensor, Tensor]:
+def dA_cumsum_fwd(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor]:
     """dt' and s = running sum of dt' A per chunk, both (ndir B H, nchunks, Q)."""
     dt, dA_cumsum = m.scan_layout(), m.scan_layout()
     kernels._dA_cumsum_fwd_kernel[lambda META: (
         m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
-        *inp.dt.args, *inp.A.args, *inp.dt_bias.args, dt, dA_cumsum,
+        *inp.dt, *inp.A, *inp.dt_bias, dt, dA_cumsum,
         m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
-        *inp.dt.first.stride(),
+        *inp.dt[0].stride(),
         HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
     return dt, dA_cumsum
 
 
-def chunk_state_fwd(m: _Meta, inp: _Pairs, dt: Tensor, dA_cumsum: Tensor) -> Tensor:
+def chunk_state_fwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor) -> Tensor:
     """S_c of every chunk, (ndir B H, nchunks, P, N)."""
     states = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
     kernels._chunk_state_fwd_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.x.args, *inp.B.args, dt, dA_cumsum, states,
+        *inp.x, *inp.B, dt, dA_cumsum, states,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x.first.stride(), *inp.B.first.stride(),
+        *inp.x[0].stride(), *inp.B[0].stride(),
         Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
     return states
 
@@ -158,7 +140,7 @@ def state_passing_fwd(m: _Meta, states: Tensor, dA_cumsum: Tensor,
     return states, final
 
 
-def chunk_scan_fwd(m: _Meta, inp: _Pairs, dt: Tensor, dA_cumsum: Tensor,
+def chunk_scan_fwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor,
                    states: Tensor) -> Tensor:
     """y (ndir, B, L, H, P) in x's dtype: the diagonal blocks, the entering states, D x, the
     gate."""
@@ -166,24 +148,24 @@ def chunk_scan_fwd(m: _Meta, inp: _Pairs, dt: Tensor, dA_cumsum: Tensor,
                     dtype=m.x_dtype)
     kernels._chunk_scan_fwd_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.x.args, *inp.B.args, *inp.C.args, *inp.D.args, *inp.z.args, dt, dA_cumsum,
+        *inp.x, *inp.B, *inp.C, *inp.D, *inp.z, dt, dA_cumsum,
         states, y,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
-        *_d_strides(inp.D.first), *_strides(inp.z.first, 4),
+        *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
+        *_d_strides(inp.D[0]), *_strides(inp.z[0], 4),
         HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
     return y
 
 
 # ------------------------------------------------------------------------------ backward stages
-def chunk_scan_bwd_dstates(m: _Meta, inp: _Pairs, dy: Tensor, dA_cumsum: Tensor) -> Tensor:
+def chunk_scan_bwd_dstates(m: _Meta, inp: ScanInputs, dy: Tensor, dA_cumsum: Tensor) -> Tensor:
     """The part of dL/dH_c that chunk c's outputs contribute, (ndir B H, nchunks, P, N)."""
     dstates = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
     kernels._chunk_scan_bwd_dstates_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.C.args, *inp.z.args, dy, dA_cumsum, dstates,
+        *inp.C, *inp.z, dy, dA_cumsum, dstates,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.C.first.stride(), *_strides(inp.z.first, 4),
+        *inp.C[0].stride(), *_strides(inp.z[0], 4),
         HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
     return dstates
 
@@ -226,7 +208,7 @@ class _ChunkGrads:
     ddA: Tensor  # dL/d(dt' A), scan layout
 
 
-def chunk_scan_chunk_state_bwd(m: _Meta, inp: _Pairs, dy: Tensor, dt: Tensor,
+def chunk_scan_chunk_state_bwd(m: _Meta, inp: ScanInputs, dy: Tensor, dt: Tensor,
                                dA_cumsum: Tensor, states: Tensor, dstates: Tensor,
                                ddA_last: Tensor) -> _ChunkGrads:
     """The backward pass of the chunk scan's diagonal blocks and of the chunk state."""
@@ -235,112 +217,47 @@ def chunk_scan_chunk_state_bwd(m: _Meta, inp: _Pairs, dy: Tensor, dt: Tensor,
     dD = m.f32(m.heads_total, m.nchunks, m.hdim) if m.has_d else None
     kernels._chunk_scan_chunk_state_bwd_dx_kernel[lambda META: (
         m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.x.args, *inp.B.args, *inp.C.args, *inp.D.args, *inp.z.args, dy,
+        *inp.x, *inp.B, *inp.C, *inp.D, *inp.z, dy,
         dt, dA_cumsum, states, dstates, dx, dz if dz is not None else dx,
         dD if dD is not None else dx,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
-        *_d_strides(inp.D.first), *_strides(inp.z.first, 4),
+        *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
+        *_d_strides(inp.D[0]), *_strides(inp.z[0], 4),
         HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
 
     dB = m.f32(m.directions, m.batch, m.seqlen, m.nheads, m.dstate)
     dC = torch.empty_like(dB)
     ddt, ddA = m.scan_layout(), m.scan_layout()
     kernels._chunk_scan_chunk_state_bwd_dbc_kernel[(m.heads_total, m.nchunks)](
-        *inp.x.args, *inp.B.args, *inp.C.args, *inp.z.args, dy,
+        *inp.x, *inp.B, *inp.C, *inp.z, dy,
         dt, dA_cumsum, states, dstates, ddA_last, dB, dC, ddt, ddA,
         m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x.first.stride(), *inp.B.first.stride(), *inp.C.first.stride(),
-        *_strides(inp.z.first, 4),
+        *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
+        *_strides(inp.z[0], 4),
         HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
     return _ChunkGrads(dx, dz, dD, dB, dC, ddt, ddA)
 
 
-def dA_cumsum_bwd(m: _Meta, inp: _Pairs, dt: Tensor, ddA: Tensor,
+def dA_cumsum_bwd(m: _Meta, inp: ScanInputs, dt: Tensor, ddA: Tensor,
                   ddt: Tensor) -> Tuple[Tensor, Tensor]:
     """dL/d(dt + dt_bias) (ndir, B, L, H) and dA (ndir, H)."""
     ddt_raw = m.f32(m.directions, m.batch, m.seqlen, m.nheads)
     dA_parts = m.f32(m.heads_total, m.nchunks)
     kernels._dA_cumsum_bwd_kernel[lambda META: (
         m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
-        *inp.dt.args, *inp.A.args, *inp.dt_bias.args, dt, ddA, ddt, ddt_raw, dA_parts,
+        *inp.dt, *inp.A, *inp.dt_bias, dt, ddA, ddt, ddt_raw, dA_parts,
         m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
-        *inp.dt.first.stride(),
+        *inp.dt[0].stride(),
         HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
     dA = dA_parts.view(m.directions, m.batch, m.nheads, m.nchunks).sum((1, 3))
     return ddt_raw, dA
 
 
-# ------------------------------------------------------------------------------ Function
-class TritonScanFunction(torch.autograd.Function):
-    """One or two scan directions through the stages above.
-
-    ``apply(options, *tensors)``: the :class:`DirectionInputs` fields of each direction in turn
-    (``initial_states`` only for a single direction). Returns y (ndir, B, L, H, P) in x's dtype
-    and the final states (ndir, B, H, P, N) float32.
-    """
-
-    @staticmethod
-    def forward(ctx, options: ScanOptions, *tensors: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-        dirs = DirectionInputs.unflatten(tensors)
-        m, inp = _Meta(options, dirs), _Pairs(dirs)
-        initial_states = dirs[0].initial_states
-        if initial_states is not None:
-            initial_states = initial_states.float().contiguous()
-        dt, dA_cumsum = dA_cumsum_fwd(m, inp)
-        states = chunk_state_fwd(m, inp, dt, dA_cumsum)
-        states, final = state_passing_fwd(m, states, dA_cumsum, initial_states)
-        y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
-        ctx.options, ctx.n_inputs = options, len(tensors)
-        ctx.save_for_backward(*tensors)
-        ctx.set_materialize_grads(False)
-        return y, final
-
-    @staticmethod
-    def backward(ctx, dy: Optional[Tensor], d_final: Optional[Tensor]):
-        dirs = DirectionInputs.unflatten(ctx.saved_tensors)
-        m, inp = _Meta(ctx.options, dirs), _Pairs(dirs)
-        initial_states = dirs[0].initial_states
-        if initial_states is not None:
-            initial_states = initial_states.float().contiguous()
-        dt, dA_cumsum = dA_cumsum_fwd(m, inp)
-        states, _ = state_passing_fwd(m, chunk_state_fwd(m, inp, dt, dA_cumsum), dA_cumsum,
-                                      initial_states)
-        if dy is None:
-            dy = torch.zeros(m.directions, m.batch, m.seqlen, m.nheads, m.hdim,
-                             device=m.device, dtype=m.x_dtype)
-        dy = dy.contiguous()
-
-        dstates = chunk_scan_bwd_dstates(m, inp, dy, dA_cumsum)
-        dstates, ddA_last, d_initial = state_passing_bwd(m, dstates, states, dA_cumsum, d_final)
-        grads = chunk_scan_chunk_state_bwd(m, inp, dy, dt, dA_cumsum, states, dstates, ddA_last)
-        ddt_raw, dA = dA_cumsum_bwd(m, inp, dt, grads.ddA, grads.ddt)
-
-        def per_group(g: Tensor) -> Tensor:  # (ndir, B, L, H, N) -> (ndir, B, L, G, N)
-            return g.view(m.directions, m.batch, m.seqlen, m.ngroups, m.heads_per_group,
-                          m.dstate).sum(4)
-
-        dB, dC = per_group(grads.dB), per_group(grads.dC)
-        d_bias = ddt_raw.sum((1, 2)) if m.has_bias else None
-        dD = None
-        if m.has_d:
-            dD = grads.dD.view(m.directions, m.batch, m.nheads, m.nchunks, m.hdim).sum((1, 3))
-        out: List[Optional[Tensor]] = []
-        for k, d in enumerate(dirs):
-            D_k = None if dD is None else (dD[k].sum(-1) if d.D.dim() == 1 else dD[k])
-            out += DirectionInputs(
-                grads.dx[k].to(d.x.dtype), ddt_raw[k].to(d.dt.dtype), dA[k].to(d.A.dtype),
-                dB[k].to(d.B.dtype), dC[k].to(d.C.dtype),
-                None if D_k is None else D_k.to(d.D.dtype),
-                None if grads.dz is None else grads.dz[k].to(d.z.dtype),
-                None if d_bias is None else d_bias[k].to(d.dt_bias.dtype),
-                None if d.initial_states is None else
-                d_initial[k].to(d.initial_states.dtype)).tensors()
-        return (None, *out)
-
-
-def _run(options: ScanOptions, dirs: List[DirectionInputs]) -> Tuple[Tensor, Tensor]:
-    x = dirs[0].x
+# ------------------------------------------------------------------------------ entry points
+def _device(inp: ScanInputs):
+    """Checks that the kernels can run on x; the context that launches them on its device
+    (autograd's backward thread sets the current CUDA device itself)."""
+    x = inp.x[0]
     if not (x.is_cuda or kernels.INTERPRETING):
         raise ValueError(
             f'the Triton SSD scan needs CUDA tensors (got device {x.device}) or '
@@ -349,64 +266,63 @@ def _run(options: ScanOptions, dirs: List[DirectionInputs]) -> Tuple[Tensor, Ten
         raise ValueError('x has dtype torch.bfloat16, which the Triton interpreter '
                          '(TRITON_INTERPRET=1) cannot compute on CPU: pass float32 or float16 '
                          "tensors, or use impl='torch'")
-    flat = [t for d in dirs for t in d.tensors()]
-    # Triton launches on the current CUDA device (autograd's backward thread sets it itself).
-    with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-        return TritonScanFunction.apply(options, *flat)
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-def _torch_path_needed(x: Tensor) -> bool:
-    return x.dtype == torch.float64 or x.shape[0] == 0
+def _states(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """dt', s, H_c entering every chunk and the final states (see the forward stages)."""
+    dt, dA_cumsum = dA_cumsum_fwd(m, inp)
+    states = chunk_state_fwd(m, inp, dt, dA_cumsum)
+    states, final = state_passing_fwd(m, states, dA_cumsum, inp.initial_states[0])
+    return dt, dA_cumsum, states, final
 
 
-def ssd_chunk_triton(
-    x: Tensor,
-    dt: Tensor,
-    A: Tensor,
-    B: Tensor,
-    C: Tensor,
-    chunk_size: int,
-    D: Optional[Tensor],
-    z: Optional[Tensor],
-    dt_bias: Optional[Tensor],
-    dt_softplus: bool,
-    dt_limit: Tuple[float, float],
-    initial_states: Optional[Tensor],
-    return_final_states: bool,
-    reverse: bool,
-) -> Union[Tensor, Tuple[Tensor, Tensor]]:
-    """One SSD scan (see ``api.ssd_scan``): x (B, L, H, P) -> y (B, L, H, P) [, (B, H, P, N)]."""
-    if _torch_path_needed(x):
-        return ssd_chunk_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit,
-                               initial_states, return_final_states, reverse)
-    options = ScanOptions(chunk_size, dt_softplus, tuple(dt_limit), (bool(reverse), ),
-                          return_final_states)
-    y, final = _run(options, [DirectionInputs(x, dt, A, B, C, D, z, dt_bias, initial_states)])
-    return (y[0], final[0]) if return_final_states else y[0]
+def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+    """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state
+    (B, H, P, N) float32; nothing saved: :func:`backward` recomputes from the inputs."""
+    with _device(inp):
+        inp = _kernel_inputs(inp)
+        m = _Meta(inp)
+        dt, dA_cumsum, states, final = _states(m, inp)
+        y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
+    # one buffer holds both directions' outputs; an op's outputs must not share memory
+    ys = [y[0]] + [y[k].clone() for k in range(1, m.directions)]
+    return ys, [final[0]] if inp.return_final_states else [], []
 
 
-def ssd_bidirectional_triton(
-    x: Tuple[Tensor, Tensor],
-    dt: Tuple[Tensor, Tensor],
-    A: Tuple[Tensor, Tensor],
-    B: Tuple[Tensor, Tensor],
-    C: Tuple[Tensor, Tensor],
-    chunk_size: int,
-    D: Tuple[Optional[Tensor], Optional[Tensor]],
-    z: Tuple[Optional[Tensor], Optional[Tensor]],
-    dt_bias: Tuple[Optional[Tensor], Optional[Tensor]],
-    dt_softplus: bool,
-    dt_limit: Tuple[float, float],
-) -> Tuple[Tensor, Tensor]:
-    """Forward and reverse scans in one launch per stage (see ``api.ssd_scan_bidirectional``).
+def saved_like(inp: ScanInputs) -> List[Tensor]:
+    return []
 
-    Each argument is a (forward, backward) pair, in input token order; returns (y_fwd, y_bwd).
-    """
-    if _torch_path_needed(x[0]):
-        return ssd_bidirectional_torch(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
-                                       dt_limit)
-    options = ScanOptions(chunk_size, dt_softplus, tuple(dt_limit), (False, True), False)
-    dirs = [DirectionInputs(x[k], dt[k], A[k], B[k], C[k], D[k], z[k], dt_bias[k])
-            for k in range(2)]
-    y, _ = _run(options, dirs)
-    return y[0], y[1]
+
+def backward(inp: ScanInputs, saved: List[Tensor], douts: List[Optional[Tensor]],
+             d_finals: List[Optional[Tensor]]) -> List[Tensor]:
+    """Gradients of :meth:`ScanInputs.present` from those of y and of the final state."""
+    present = inp.present()
+    with _device(inp):
+        kin = _kernel_inputs(inp)
+        m = _Meta(kin)
+        dt, dA_cumsum, states, _ = _states(m, kin)
+        dy = torch.stack([torch.zeros_like(x) if g is None else g.to(m.x_dtype)
+                          for g, x in zip(douts, inp.x)])
+        d_final = d_finals[0] if inp.return_final_states else None
+        if d_final is not None:
+            d_final = d_final.unsqueeze(0)
+        dstates = chunk_scan_bwd_dstates(m, kin, dy, dA_cumsum)
+        dstates, ddA_last, d_initial = state_passing_bwd(m, dstates, states, dA_cumsum, d_final)
+        grads = chunk_scan_chunk_state_bwd(m, kin, dy, dt, dA_cumsum, states, dstates, ddA_last)
+        ddt_raw, dA = dA_cumsum_bwd(m, kin, dt, grads.ddA, grads.ddt)
+
+    def per_group(g: Tensor) -> Tensor:  # (ndir, B, L, H, N) -> (ndir, B, L, G, N)
+        return g.view(m.directions, m.batch, m.seqlen, m.ngroups, m.heads_per_group,
+                      m.dstate).sum(4)
+
+    dD = None
+    if m.has_d:
+        dD = grads.dD.view(m.directions, m.batch, m.nheads, m.nchunks, m.hdim).sum((1, 3))
+        dD = [dD[k].sum(-1) if D.dim() == 1 else dD[k] for k, D in enumerate(inp.D)]
+    found = dict(x=grads.dx, dt=ddt_raw, A=dA, B=per_group(grads.dB), C=per_group(grads.dC),
+                 D=dD, z=grads.dz, dt_bias=ddt_raw.sum((1, 2)) if m.has_bias else None,
+                 initial_states=d_initial)
+    out = [found[name][k] for name in ScanInputs.TENSORS
+           for k, t in enumerate(getattr(inp, name)) if t is not None]
+    return [g.to(t.dtype) for g, t in zip(out, present)]

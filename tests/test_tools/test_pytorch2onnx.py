@@ -1,0 +1,39 @@
+"""tools/deployment/pytorch2onnx.py: a DinoVim classifier (config + checkpoint) exported to
+ONNX runs in onnxruntime within 1e-4 of PyTorch; a checkpoint that does not fit is an error."""
+import os.path as osp
+import sys
+
+import pytest
+import torch
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(REPO, 'tests'))
+from helpers.tools import load_tool  # noqa: E402
+
+pytest.importorskip('onnxruntime')
+pytest.importorskip('onnxscript')
+pytorch2onnx = load_tool('tools/deployment/pytorch2onnx.py')
+CONFIG = osp.join(REPO, 'configs/demo/linear-probe_dinovim-demo_synthetic.py')
+NO_BACKBONE_FILE = ['--cfg-options', 'model.backbone.checkpoint=None']
+
+
+def test_classifier_round_trip(tmp_path):
+    args = pytorch2onnx.parse_args([CONFIG, *NO_BACKBONE_FILE])
+    model = pytorch2onnx.build_model(args)
+    with torch.no_grad():
+        for p in model.parameters():  # weights other than the initial ones, from a file
+            p.add_(torch.randn_like(p) * 0.01)
+    checkpoint = str(tmp_path / 'classifier.pth')
+    torch.save({'state_dict': model.model.state_dict()}, checkpoint)
+    output = str(tmp_path / 'classifier.onnx')
+    diff = pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--batch-size', '2',
+                              '--output-file', output, *NO_BACKBONE_FILE])
+    assert diff <= 1e-4 and osp.getsize(output) > 0
+
+
+def test_checkpoint_of_another_model_is_refused(tmp_path):
+    checkpoint = str(tmp_path / 'other.pth')
+    torch.save({'state_dict': {'other.weight': torch.zeros(2)}}, checkpoint)
+    with pytest.raises(Exception, match='other.weight|missing'):
+        pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--output-file',
+                           str(tmp_path / 'x.onnx'), *NO_BACKBONE_FILE])

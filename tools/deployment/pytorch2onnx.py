@@ -1,0 +1,109 @@
+"""Export a classifier or a segmentor (config + checkpoint) to ONNX and check it with onnxruntime.
+
+What is exported is the model's tensor forward, ``model(img, mode='tensor')``, at one input
+shape: the class scores of an mmpretrain ``ImageClassifier`` (backbone, neck, head), the
+segmentation logits of an mmseg ``EncoderDecoder`` (e.g. DinoVim + UperNet), both before the
+data preprocessor (feed normalised images). The model goes through ``torch.export``, the SSD scan
+op is lowered to ATen ops (``dinomamba_mm.ops.ssd.export_decompositions``) and torch's dynamo
+ONNX exporter writes the file. onnxruntime then runs it on a random image and the tool prints the
+largest difference to PyTorch relative to the largest PyTorch output; above ``--tolerance`` it
+exits with status 1.
+
+Example:
+  python tools/deployment/pytorch2onnx.py configs/demo/upernet_dinovim-demo_synthetic-ade.py \\
+      work_dirs/upernet/iter_200.pth --shape 256 256 --output-file upernet.onnx
+"""
+import argparse
+from typing import List, Optional
+
+import numpy as np
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import MODELS, init_default_scope
+from mmengine.runner import load_checkpoint
+from mmengine.utils import import_modules_from_strings
+
+from dinomamba_mm.checkpoints import check_checkpoint_file
+from dinomamba_mm.ops.ssd import export_decompositions
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Export a model to ONNX and check it with '
+                                                 'onnxruntime')
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', nargs='?', help='checkpoint file (none: random weights)')
+    parser.add_argument('--output-file', default='model.onnx', help='ONNX file to write')
+    parser.add_argument('--shape', type=int, nargs=2, default=[224, 224], metavar=('H', 'W'),
+                        help='input height and width')
+    parser.add_argument('--batch-size', type=int, default=1, help='input batch size')
+    parser.add_argument('--tolerance', type=float, default=1e-4,
+                        help='largest accepted relative difference of onnxruntime to PyTorch')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config entries, e.g. model.backbone.checkpoint=None')
+    args = parser.parse_args(argv)
+    if min(args.shape) <= 0 or args.batch_size <= 0:
+        parser.error(f'--shape {args.shape} and --batch-size {args.batch_size} must be positive')
+    if not args.tolerance > 0:
+        parser.error(f'--tolerance must be positive, got {args.tolerance}')
+    return args
+
+
+class TensorForward(torch.nn.Module):
+    """``model(img, mode='tensor')`` as a one-argument module."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        return self.model(img, mode='tensor')
+
+
+def build_model(args: argparse.Namespace) -> torch.nn.Module:
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    if cfg.get('custom_imports'):
+        import_modules_from_strings(**cfg.custom_imports)
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    model = MODELS.build(cfg.model)
+    if args.checkpoint:
+        check_checkpoint_file(args.checkpoint)
+        load_checkpoint(model, args.checkpoint, map_location='cpu', strict=True)
+    return TensorForward(model.eval())
+
+
+def export(model: torch.nn.Module, img: torch.Tensor, output_file: str) -> None:
+    with torch.no_grad():
+        program = torch.export.export(model, (img, ))
+        program = program.run_decompositions(export_decompositions())
+        torch.onnx.export(program, (img, ), dynamo=True, verbose=False).save(output_file)
+
+
+def max_relative_difference(output_file: str, model: torch.nn.Module,
+                            img: torch.Tensor) -> float:
+    """max |onnxruntime - torch| / max |torch| over the output."""
+    import onnxruntime
+    session = onnxruntime.InferenceSession(output_file, providers=['CPUExecutionProvider'])
+    ours = session.run(None, {session.get_inputs()[0].name: img.numpy()})[0]
+    with torch.no_grad():
+        ref = model(img).numpy()
+    return float(np.abs(ours - ref).max() / np.abs(ref).max())
+
+
+def main(argv: Optional[List[str]] = None) -> float:
+    args = parse_args(argv)
+    model = build_model(args)
+    img = torch.randn(args.batch_size, 3, *args.shape, generator=torch.Generator().manual_seed(0))
+    export(model, img, args.output_file)
+    diff = max_relative_difference(args.output_file, model, img)
+    print(f'{args.output_file}: input {tuple(img.shape)}, max relative difference of '
+          f'onnxruntime to PyTorch {diff:.2e} (tolerance {args.tolerance:g})')
+    if not diff <= args.tolerance:
+        raise SystemExit(f'onnxruntime differs from PyTorch by {diff:.2e} > --tolerance '
+                         f'{args.tolerance:g}')
+    return diff
+
+
+if __name__ == '__main__':
+    main()
