@@ -123,9 +123,14 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
         checkpoint_order = {key: i for i, key in enumerate(to_load)}
         missing = sorted(incompatible.missing_keys, key=model_order.__getitem__)
         unexpected = sorted(incompatible.unexpected_keys, key=checkpoint_order.__getitem__)
-    except RuntimeError as error:
-        mismatched = [line.strip().rstrip('.') for line in str(error).splitlines()
-                      if 'size mismatch' in line]
+    except RuntimeError:
+        # shapes compared here, after the pre-hooks have rewritten ``to_load``, rather than read
+        # from torch's error text
+        shapes = {key: tuple(value.shape) for key, value in module.state_dict().items()}
+        mismatched = [f'size mismatch for {key}: {tuple(value.shape)} in the checkpoint, '
+                      f'{shapes[key]} in the model' for key, value in to_load.items()
+                      if key in shapes and hasattr(value, 'shape')
+                      and tuple(value.shape) != shapes[key]]
         if not mismatched:
             raise
         problems.append(f'{len(mismatched)} tensors have another shape: '

@@ -90,7 +90,7 @@ def test_the_right_checkpoint_is_scored(setup):
 
 @pytest.mark.parametrize('name, expected', [
     ('wider', ['does not match ImageClassifier: ', 'tensors have another shape: size mismatch '
-               'for backbone.cls_token: copying a param with shape torch.Size([1, 1, 32])']),
+               'for backbone.cls_token: (1, 1, 32) in the checkpoint, (1, 1, 16) in the model']),
     ('dino', ['does not match ImageClassifier: 2 keys of the model are missing: '
               '[head.fc.weight, head.fc.bias]; 54 keys are not in the model: [momentum, '
               'neck.mlp.0.weight', "Hint: the checkpoint holds 35 of the 37 expected keys "
