@@ -1,6 +1,7 @@
 """Unreadable images, faulty label maps and broken COCO files, loaded as the configs load them:
 each error names the file and what is wrong in it (mmcv, mmseg and pycocotools named none)."""
 import json
+import re
 import os.path as osp
 
 import cv2
@@ -148,3 +149,20 @@ def test_a_test_file_without_annotations_is_allowed_in_test_mode(tmp_path):
     _, build_dataset = _coco(tmp_path, json.dumps({**COCO_OK, 'annotations': []}),
                              test_mode=True)
     assert len(build_dataset()) == 1
+
+
+@pytest.mark.parametrize('label, message', [
+    (np.zeros((8, 8, 3), np.uint8), "label map '{label}' has shape (8, 8, 3)"),
+    (np.full((8, 8), 200, np.uint8), "label map '{label}' holds ids [199] beyond the 150 classes"),
+])
+def test_the_ade20k_configs_name_a_faulty_label_map(tmp_path, label, message):
+    """The real ADE20K configs (mmseg's pipelines) load with the checked loaders too, in the
+    dataloader's pipeline and not only in the top-level variable."""
+    cfg = config('ade20k/upernet_dinovim-tiny-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py')
+    for loader in (cfg.train_dataloader, cfg.val_dataloader, cfg.test_dataloader):
+        pipeline = loader.dataset.pipeline
+        load = next(t for t in pipeline if 'Annotations' in t['type'])
+        sample = _ade_sample(tmp_path, label)
+        with pytest.raises(ValueError, match=re.escape(message.format(
+                label=sample['seg_map_path']))):
+            build(load)(build(pipeline[0])(sample))
