@@ -450,7 +450,7 @@ class DinoVim(BaseModule):
         per scan direction, its conv output, its output and the chunk scan's (Q x Q per chunk)
         products, over a segment when the mixer runs in segments, and kept for every block when
         grad is enabled (only the block inputs with ``with_cp``). Measured CPU peaks are
-        1.2-2x it (4.5x with ``with_cp``).
+        1.2-3.5x it (4.5x with ``with_cp``).
         """
         mixer = self.layers[0].mixer
         height, width = (-(-s // self.patch_size) for s in inputs.shape[-2:])

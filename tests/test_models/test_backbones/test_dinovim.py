@@ -288,7 +288,7 @@ def test_activation_bytes_is_a_lower_bound_of_the_measured_peak(grad, segment):
                            str(segment)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     estimate, peak = map(int, proc.stdout.split('RESULT')[-1].split())
-    assert estimate <= peak <= 3 * estimate
+    assert estimate <= peak <= 4 * estimate
 
 
 def test_an_input_too_large_for_the_memory_is_refused_before_the_forward(monkeypatch):
@@ -316,11 +316,11 @@ def test_an_input_too_large_for_the_memory_is_refused_before_the_forward(monkeyp
         model(inputs)
 
 
-def test_dinovim_b_at_8192_needs_more_than_20_gib_without_segments():
+def test_dinovim_b_at_8192_needs_more_than_13_gib_without_segments():
     """Hand count, no grad: 262,145 tokens x (2 x 768 residual + 3224 in_proj + 2 x (1664 conv
-    + 1536 y + 24 heads x 256 chunk products)) x 4 bytes = 22.9 GiB."""
+    + 1536 y + 24 heads x 64 chunk products)) x 4 bytes = 13.9 GiB (chunk_size 64)."""
     model = DinoVim(arch=dict(embed_dims=768, num_layers=1, headdim=64, d_state=64),
                     img_size=32, patch_size=16)
     with torch.no_grad():
         needed = model.activation_bytes(torch.empty(1, 3, 8192, 8192, device='meta'))
-    assert needed == 262145 * (2 * 768 + 3224 + 2 * (1664 + 1536 + 24 * 256)) * 4
+    assert needed == 262145 * (2 * 768 + 3224 + 2 * (1664 + 1536 + 24 * 64)) * 4
