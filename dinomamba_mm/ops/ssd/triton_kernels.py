@@ -131,9 +131,13 @@ def _cumsum(v, axis, reverse=False):
 
 @triton.jit
 def _softplus(v):
-    """torch.nn.functional.softplus with its threshold 20, in float32 (NaN stays NaN)."""
-    return tl.where(v > 20.0, v,
-                    tl.log(1.0 + tl.exp(tl.minimum(v, 20.0, propagate_nan=tl.PropagateNan.ALL))))
+    """torch.nn.functional.softplus with its threshold 20, in float32 (NaN stays NaN).
+
+    log1p(e) as log(1 + e) * e / ((1 + e) - 1), exact to float32 where log(1 + e) alone loses
+    the digits of a small e = exp(v) (Goldberg's identity; core triton.language has no log1p)."""
+    e = tl.exp(tl.minimum(v, 20.0, propagate_nan=tl.PropagateNan.ALL))
+    one_e = 1.0 + e
+    return tl.where(v > 20.0, v, tl.where(one_e == 1.0, e, tl.log(one_e) * (e / (one_e - 1.0))))
 
 
 @triton.jit
