@@ -265,6 +265,28 @@ def test_softplus_of_dt_is_exact_to_float32():
     assert error <= 1e-6, f'softplus: relative error {error:.2e}'
 
 
+def test_float16_mix_beyond_the_float16_range():
+    """fp16 with (C_t . B_j) dt'_j above 65504 (C . B = 16 * 64^2 = 65536, dt' ~ 1) but y, dx
+    within range (x ~ 1e-3): y and every gradient finite and within 1e-2 of the oracle (the
+    product went to the tensor cores as fp16 and overflowed to inf)."""
+    batch, length, heads = 1, 20, 2
+    g = torch.Generator().manual_seed(11)
+    ours = dict(x=(torch.randn(batch, length, heads, 16, generator=g) * 1e-3).half(),
+                dt=torch.rand(batch, length, heads, generator=g) + 0.5, A=-torch.ones(heads),
+                B=torch.full((batch, length, 1, 16), 64.0).half(),
+                C=torch.full((batch, length, 1, 16), 64.0).half())
+    ours = _leaves(ours, double=False)
+    ref = {k: v.detach().double().requires_grad_() for k, v in ours.items()}
+    y = ssd_scan(*ours.values(), chunk_size=16, impl='triton')
+    expected = ssd_scan_naive(*ref.values())
+    _assert_close('y', y, expected, 1e-2)
+    cotangent = torch.randn(expected.shape, generator=g, dtype=torch.float64) * 1e-3
+    expected.backward(cotangent)
+    y.backward(cotangent.half())
+    for name in ours:
+        _assert_close(f'd{name}', ours[name].grad, ref[name].grad, 2e-2)
+
+
 def test_kernel_chunk_is_a_power_of_two_between_16_and_32():
     assert [_kernel_chunk(c) for c in (1, 8, 16, 17, 48, 64, 100, 256)] == \
         [16, 16, 16, 16, 32, 32, 32, 32]

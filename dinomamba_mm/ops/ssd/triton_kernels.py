@@ -292,6 +292,16 @@ def _causal_mix(CB, dA_cs, dt, t):
     return tl.where(causal, CB * decay * dt[None, :], 0.0)
 
 
+@triton.jit
+def _mix_dot(mix, v, DOT_PRECISION: tl.constexpr):
+    """mix @ v with the float32 (Q, Q) mix of :func:`_causal_mix` (or its transpose): operands in
+    v's dtype, except fp16, whose range (65504) (C_t . B_j) dt'_j can exceed: fp16 tiles then go
+    in as float32 with TF32 products, fp16's 10-bit mantissa and float32's range."""
+    if v.dtype == tl.float16:
+        return tl.dot(mix, v.to(tl.float32), input_precision='tf32')
+    return tl.dot(mix.to(v.dtype), v, input_precision=DOT_PRECISION)
+
+
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
 @triton.jit
 def _chunk_scan_fwd_kernel(
@@ -331,7 +341,7 @@ def _chunk_scan_fwd_kernel(
     y = tl.dot(Cm, state_in.to(x.dtype), input_precision=DOT_PRECISION) * _exp(dA_cs)[:, None]
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
     mix = _causal_mix(CB, dA_cs, dt, t)
-    y += tl.dot(mix.to(x.dtype), x, input_precision=DOT_PRECISION)
+    y += _mix_dot(mix, x, DOT_PRECISION)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         y += x.to(tl.float32) * tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask,
@@ -461,7 +471,7 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
     pn_mask = n_mask[:, None] & p_mask[None, :]
 
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
-    mix = _causal_mix(CB, dA_cs, dt, t).to(dot_dtype)
+    mix = _causal_mix(CB, dA_cs, dt, t)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         Dv = tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask, other=0.0).to(tl.float32)
@@ -478,7 +488,7 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
         y = tl.dot(Cm, state_inT.to(dot_dtype), input_precision=DOT_PRECISION) * \
             _exp(dA_cs)[:, None]
         x_in = tl.where(_finite(dt)[:, None], x, 0.0)  # as the forward pass read it
-        y += tl.dot(mix, x_in, input_precision=DOT_PRECISION)
+        y += _mix_dot(mix, x_in, DOT_PRECISION)
         if HAS_D:
             y += x_in.to(tl.float32) * Dv[None, :]
         tl.store(dz_ptr + y_off, dout * y * sig * (1.0 + z * (1.0 - sig)), mask=qp_mask)
@@ -489,7 +499,7 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
     dST = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dS^T (N, P)
     w = _exp(dA_cs_last - dA_cs) * dt  # the chunk state's weight of token j
     dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * w[:, None]
-    dx += tl.dot(tl.trans(mix), dy.to(dot_dtype), input_precision=DOT_PRECISION)
+    dx += _mix_dot(tl.trans(mix), dy.to(dot_dtype), DOT_PRECISION)
     if HAS_D:
         dx += dy * Dv[None, :]
         tl.store(dD_ptr + (pid.to(tl.int64) * nchunks + c) * hdim + p,
