@@ -136,7 +136,8 @@ class _Meta:
 def dA_cumsum_fwd(m: _Meta, inp: _Pairs) -> Tuple[Tensor, Tensor]:
     """dt' (float32) and s = running sum of dt' A per chunk (float64: the kernels take
     differences of it), both (ndir B H, nchunks, Q)."""
-    dt, dA_cumsum = m.scan_layout(), m.scan_layout().double()
+    dt = m.scan_layout()
+    dA_cumsum = torch.empty_like(dt, dtype=torch.float64)
     kernels._dA_cumsum_fwd_kernel[lambda META: (
         m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
         *inp.dt.args, *inp.A.args, *inp.dt_bias.args, dt, dA_cumsum,
