@@ -12,7 +12,7 @@ specialised and compiled by Triton's own binder and compiler for each target and
 ptxas's report gives registers and spills, the compiled kernel its shared memory.
 
 Asserted, per kernel, target and dtype: every config compiles, its shared memory fits the target,
-and at least 2 configs spill nothing. The full sweep (about 500 compilations, an hour on 2
+and at least 2 configs spill nothing. The full sweep (about 650 compilations, an hour on 2
 cores) is marked slow; the default run compiles the backward chunk kernel (dB, dC, ddA: the one
 at the register limit) in fp32 for both targets. Run as a script, this file prints the table of
 docs/benchmarks.md ("GPU kernels: resources per target"):
@@ -43,7 +43,6 @@ TIGHTEST_KERNEL = '_chunk_scan_chunk_state_bwd_dbc_kernel'
 def _record_launches(dtype: str) -> list:
     """(autotuner, args, kwargs) of every kernel launch of the DinoVim mixers' forward and
     backward passes and of an all-options scan, on CPU tensors, without running a kernel."""
-    import triton
     from triton.runtime.autotuner import Autotuner
 
     from dinomamba_mm.models.layers.bidirectional_mamba2 import BidirectionalMamba2Mixer
@@ -60,10 +59,11 @@ def _record_launches(dtype: str) -> list:
     torch_dtype = dict(fp32=torch.float32, bf16=torch.float16, fp16=torch.float16)[dtype]
     autocast = torch.autocast('cpu', dtype=torch_dtype, enabled=dtype != 'fp32')
     torch.manual_seed(0)
+    # INTERPRETING lets the op take CPU tensors; the recorder runs no kernel
     with _patched(Autotuner, 'run', record), _patched(kernels, 'INTERPRETING', True):
         for width in (256, 768):  # DinoVim-T and -B: H 8 and 24, P 64, N 64, chunk 256
             mixer = BidirectionalMamba2Mixer(width, d_state=64, headdim=64, chunk_size=256,
-                                        ssd_impl='triton')
+                                             ssd_impl='triton')
             with autocast:
                 y = mixer(torch.randn(2, 197, width))
             y.float().sum().backward()
@@ -78,7 +78,6 @@ def _record_launches(dtype: str) -> list:
             impl='triton')
         (y.float().sum() + final.sum()).backward()
     assert launches and all(isinstance(k, Autotuner) for k, _, _ in launches)
-    del triton
     return launches
 
 
