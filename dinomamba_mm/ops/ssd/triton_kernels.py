@@ -2,7 +2,7 @@
 
 The stages and their names are those of ``chunk_stages.py`` (the PyTorch path; its docstring
 defines them); ``triton_chunk.py`` launches these kernels, one Python function per stage. The
-sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..64). Per direction d,
+sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..32). Per direction d,
 batch b, head h (group g = h // (H // G)), with s = dA_cumsum, the within-chunk inclusive running
 sum of dt' A, and s_last its value at the chunk end:
 
