@@ -11,7 +11,8 @@
 #   `-std=c++20` (torch >= 2.14 headers need it) and cached under
 #   ${DINOMAMBA_CACHE:-~/.cache/dinomamba_mm}/wheels/torch-<version>/ (keyed on torch: pip's own
 #   wheel cache is not, see docs/faq.md).
-# - the OpenMMLab stack pinned in requirements/runtime.txt, pytest, and this package (editable).
+# - the OpenMMLab stack pinned in requirements/runtime.txt, the test tools (requirements/tests.txt
+#   and mamba-ssm's Python files, an oracle of the Triton tests), and this package (editable).
 # A stamp keyed on this script, the requirement files, setup.py and the torch version makes a
 # second run a no-op.
 set -euo pipefail
@@ -23,6 +24,7 @@ PY_FOR_VENV=${PYTHON_FOR_VENV:-python3.11}
 TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
 MMCV_VERSION=2.1.0
+MAMBA_SSM_VERSION=2.3.2.post1
 TORCH_NEEDS_MB=6000
 CACHE=${DINOMAMBA_CACHE:-$HOME/.cache/dinomamba_mm}
 # torch 2.14.1 requires setuptools >= 77.0.3; mmengine's 'pkg::' configs need pkg_resources,
@@ -148,6 +150,10 @@ fi
 log "installing the OpenMMLab stack and test tools (requirements/)"
 "${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" -r "$ROOT/requirements/tests.txt" \
     -c "$CONSTRAINTS"
+# mamba_ssm's Triton ops, an oracle of tests/test_ops/test_ssd_triton_vs_mamba_ssm.py: its Python
+# files only (SKIP_CUDA_BUILD; FORCE_BUILD stops its setup.py downloading a prebuilt CUDA wheel).
+MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE "${PIP[@]}" install -q --no-deps \
+    --no-build-isolation "mamba-ssm==$MAMBA_SSM_VERSION"
 log "installing dinomamba_mm (editable)"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 

@@ -10,7 +10,8 @@ Run on a CUDA machine (written for an H200):
    small shape. Errors are max |a - b| / max(1, max |b|).
    Strong decay (fp32): the gradients of A, dt and dt_bias of both paths against the float64
    oracle with Mamba-2's |A| in [1, 16] and dt' up to 8, 130 tokens, chunk_size 256, forward,
-   reverse and bidirectional; errors max |a - b| / max |b|, tolerance 1e-4.
+   reverse and bidirectional; errors max |a - b| / max |b|, tolerance 1e-4 (our Triton path on
+   the GPU multiplies fp32 in TF32: dA 6e-2, dt and dt_bias 2e-3).
 2. Timings (bf16), forward and forward+backward: our bidirectional op (one launch per stage, no
    flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
    inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
@@ -153,9 +154,19 @@ def decay_gradient_errors(inputs, impl: str, mode: str) -> Dict[str, float]:
                 / ref[n].grad.abs().max()).item() for n in ('A', 'dt', 'dt_bias')}
 
 
+def decay_tolerance(impl: str, device: str, name: str) -> float:
+    """1e-4; the Triton kernels on a GPU multiply fp32 in TF32, which takes dA to ~3e-2 and dt,
+    dt_bias to ~4e-4 (test_decay_gradients_with_tf32_products in tests/test_ops/test_ssd_triton.py
+    measures it on CPU)."""
+    if impl == 'triton' and device == 'cuda':
+        return 6e-2 if name == 'A' else 2e-3
+    return 1e-4
+
+
 def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
     ok = True
-    print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4):')
+    print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4; '
+          'Triton on GPU, TF32 products: dA 6e-2, dt and dt_bias 2e-3):')
     for dt_scale in (2, 8):
         inputs = strong_decay_inputs(dt_scale, device, seed=dt_scale)
         for impl in impls:
@@ -167,11 +178,10 @@ def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
                     traceback.print_exc(limit=-3, file=sys.stdout)
                     ok = False
                     continue
-                worst = max(errors.values())
-                ok &= worst <= 1e-4
+                passed = all(e <= decay_tolerance(impl, device, n) for n, e in errors.items())
+                ok &= passed
                 print(f'  {impl:6s} dt\' ~ {dt_scale} {mode:13s} ' + ', '.join(
-                    f'd{n} {e:.1e}' for n, e in errors.items())
-                    + (' PASS' if worst <= 1e-4 else ' FAIL'))
+                    f'd{n} {e:.1e}' for n, e in errors.items()) + (' PASS' if passed else ' FAIL'))
     return ok
 
 

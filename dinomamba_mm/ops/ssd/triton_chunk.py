@@ -31,13 +31,21 @@ from .scan_inputs import ScanInputs
 Tensor = torch.Tensor
 
 #: Largest chunk length used inside the kernels: the public ``chunk_size`` only bounds the chunk
-#: length (the result does not depend on it), and 64 keeps every per-chunk tile in registers.
-MAX_KERNEL_CHUNK = 64
+#: length (the result does not depend on it). 32 keeps the (Q, Q) tiles of the backward chunk
+#: kernel in registers on sm_80 and sm_90; at 64 it spilled in every config (sm_90 fp32, sm_80
+#: bf16 / fp16; tests/test_ops/test_ssd_triton_resources.py).
+MAX_KERNEL_CHUNK = 32
+#: tl.dot's input precision for float32 inputs on a GPU: TF32 tensor cores (operands rounded to
+#: a 10-bit mantissa, float32 accumulation), Triton's default and what mamba_ssm's kernels use, on
+#: sm_80 and sm_90 alike. 'tf32x3' (three TF32 products, float32-accurate) needs twice the
+#: registers and spilled in most kernels on both. The error fp32 inputs get with TF32: see
+#: docs/benchmarks.md, "GPU kernels: resources per target".
+FP32_DOT_PRECISION = 'tf32'
 _MIN_DOT = 16  # tl.dot needs every dimension >= 16
 
 
 def _kernel_chunk(chunk_size: int) -> int:
-    """Power of two in [16, 64], not above ``chunk_size`` unless that is below 16."""
+    """Power of two in [16, MAX_KERNEL_CHUNK], not above ``chunk_size`` unless that is below 16."""
     q = 1 << (max(int(chunk_size), 1).bit_length() - 1)
     return min(max(q, _MIN_DOT), MAX_KERNEL_CHUNK)
 
@@ -87,11 +95,13 @@ class _Meta:
         self.nchunks = triton.cdiv(self.seqlen, self.Q)
         self.block_n = _block(self.dstate)
         self.softplus = bool(inp.dt_softplus)
-        self.dt_min, self.dt_max = inp.dt_limit
+        self.dt_min, self.dt_max = (float(v) for v in inp.dt_limit)
         self.clamp = inp.clamps_dt
         self.has_d, self.has_z = inp.D[0] is not None, inp.z[0] is not None
         self.has_bias = inp.dt_bias[0] is not None
-        self.dot_precision = 'tf32x3' if x.dtype == torch.float32 and x.is_cuda else 'ieee'
+        self.dot_precision = 'ieee'
+        if x.dtype == torch.float32 and x.is_cuda:
+            self.dot_precision = FP32_DOT_PRECISION
         self.heads_total = self.directions * self.batch * self.nheads
         self.device = x.device
         self.x_dtype = x.dtype
@@ -106,8 +116,10 @@ class _Meta:
 
 # ------------------------------------------------------------------------------ forward stages
 def dA_cumsum_fwd(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor]:
-    """dt' and s = running sum of dt' A per chunk, both (ndir B H, nchunks, Q)."""
-    dt, dA_cumsum = m.scan_layout(), m.scan_layout()
+    """dt' (float32) and s = running sum of dt' A per chunk (float64: the kernels take
+    differences of it), both (ndir B H, nchunks, Q)."""
+    dt = m.scan_layout()
+    dA_cumsum = torch.empty_like(dt, dtype=torch.float64)
     kernels._dA_cumsum_fwd_kernel[lambda META: (
         m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
         *inp.dt, *inp.A, *inp.dt_bias, dt, dA_cumsum,

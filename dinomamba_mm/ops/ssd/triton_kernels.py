@@ -2,7 +2,7 @@
 
 The stages and their names are those of ``chunk_stages.py`` (the PyTorch path; its docstring
 defines them); ``triton_chunk.py`` launches these kernels, one Python function per stage. The
-sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..64). Per direction d,
+sequence is cut into chunks of Q tokens (Q is a compile-time block size, 16..32). Per direction d,
 batch b, head h (group g = h // (H // G)), with s = dA_cumsum, the within-chunk inclusive running
 sum of dt' A, and s_last its value at the chunk end:
 
@@ -38,8 +38,10 @@ Index conventions shared by every kernel:
 * Reverse scans use index arithmetic: scan step i of direction d reads token
   ``i + rev * (L - 1 - 2 i)`` with ``rev = (rev_bits >> d) & 1``; chunks are cut in scan order,
   so the last chunk of a reverse scan ends at token 0. No flipped copies are made.
-* Intermediates are float32, contiguous, indexed by the scan order:
-  dt', s, ddA, dL/d(dt'): (ndir, B, H, nchunks, Q); chunk states: (ndir, B, H, nchunks, P, N).
+* Intermediates are contiguous, indexed by the scan order: dt', s, ddA, dL/d(dt'):
+  (ndir, B, H, nchunks, Q), float32 except s, float64 (under strong decay |s| reaches thousands
+  within a chunk, and a float32 difference s_t - s_j of two such sums is off by ~1e-3; exp() takes
+  the difference in float32); chunk states: (ndir, B, H, nchunks, P, N) float32.
   Outputs written per token are in input order: (ndir, B, L, H, P) and (ndir, B, L, H, N).
 * Masks come from differences of running sums (never products of exponentials) and are zeroed
   off the causal side after they are multiplied, so that a NaN or inf dt' reaches no earlier
@@ -47,7 +49,7 @@ Index conventions shared by every kernel:
   to the last real token. Where dt' is not finite, x enters no product (the running sums carry
   the NaN / inf to the later tokens, as the recurrence does).
 * Matrix products accumulate in float32; operands are in the input dtype (fp16 / bf16 use tensor
-  cores), fp32 inputs use ``DOT_PRECISION`` ('tf32x3' on GPU, fp32-accurate).
+  cores), fp32 inputs use ``DOT_PRECISION`` ('tf32' on GPU, see ``triton_chunk.py``).
 """
 import triton
 import triton.language as tl
@@ -130,10 +132,20 @@ def _cumsum(v, axis, reverse=False):
 
 
 @triton.jit
+def _exp(s):
+    """exp of a float64 exponent (s, or a difference of two s), in float32."""
+    return tl.exp(s.to(tl.float32))
+
+
+@triton.jit
 def _softplus(v):
-    """torch.nn.functional.softplus with its threshold 20, in float32 (NaN stays NaN)."""
-    return tl.where(v > 20.0, v,
-                    tl.log(1.0 + tl.exp(tl.minimum(v, 20.0, propagate_nan=tl.PropagateNan.ALL))))
+    """torch.nn.functional.softplus with its threshold 20, in float32 (NaN stays NaN).
+
+    log1p(e) as log(1 + e) * e / ((1 + e) - 1), exact to float32 where log(1 + e) alone loses
+    the digits of a small e = exp(v) (Goldberg's identity; core triton.language has no log1p)."""
+    e = tl.exp(tl.minimum(v, 20.0, propagate_nan=tl.PropagateNan.ALL))
+    one_e = 1.0 + e
+    return tl.where(v > 20.0, v, tl.where(one_e == 1.0, e, tl.log(one_e) * (e / (one_e - 1.0))))
 
 
 @triton.jit
@@ -198,7 +210,7 @@ def _dA_cumsum_fwd_kernel(
     v = tl.where(mask, v, 0.0)
     A_ptr = _pick(d, A0, A1)
     A = tl.load(A_ptr + h, mask=h_mask, other=0.0).to(tl.float32)
-    dA_cs = _cumsum(v * A[None, :], axis=0)
+    dA_cs = _cumsum(v.to(tl.float64) * A[None, :].to(tl.float64), axis=0)
 
     row = (pid_db * nheads + h).to(tl.int64) * nchunks * Q + c * Q
     off = row[None, :] + tl.arange(0, Q)[:, None]
@@ -234,7 +246,7 @@ def _chunk_state_fwd_kernel(
                  mask=p_mask[:, None] & (valid & _finite(dt))[None, :], other=0.0)  # (P, Q)
     Bm = _load_group_rows(B0, B1, d, b, g, pos, n, valid[:, None] & n_mask[None, :],
                           s_B_b, s_B_l, s_B_g, s_B_n)  # (Q, BLOCK_N)
-    weight = tl.exp(dA_cs_last - dA_cs) * dt
+    weight = _exp(dA_cs_last - dA_cs) * dt
     xw = (xT.to(tl.float32) * weight[None, :]).to(xT.dtype)
     state = tl.dot(xw, Bm, input_precision=DOT_PRECISION)  # (BLOCK_P, BLOCK_N)
 
@@ -267,7 +279,7 @@ def _state_passing_fwd_kernel(
     for c in range(nchunks):
         chunk_state = tl.load(base + c * hdim * dstate, mask=e_mask, other=0.0)
         tl.store(base + c * hdim * dstate, state, mask=e_mask)
-        state = tl.exp(tl.load(dA_cs_last + c * Q)) * state + chunk_state
+        state = _exp(tl.load(dA_cs_last + c * Q)) * state + chunk_state
     tl.store(final_ptr + head_offset, state, mask=e_mask)
 
 
@@ -276,8 +288,18 @@ def _causal_mix(CB, dA_cs, dt, t):
     """(Q, Q) [t, j]: (C_t . B_j) exp(s_t - s_j) dt'_j for j <= t, exactly 0 elsewhere (also
     where the factors are NaN or inf)."""
     causal = t[:, None] >= t[None, :]
-    decay = tl.exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
+    decay = _exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
     return tl.where(causal, CB * decay * dt[None, :], 0.0)
+
+
+@triton.jit
+def _mix_dot(mix, v, DOT_PRECISION: tl.constexpr):
+    """mix @ v with the float32 (Q, Q) mix of :func:`_causal_mix` (or its transpose): operands in
+    v's dtype, except fp16, whose range (65504) (C_t . B_j) dt'_j can exceed: fp16 tiles then go
+    in as float32 with TF32 products, fp16's 10-bit mantissa and float32's range."""
+    if v.dtype == tl.float16:
+        return tl.dot(mix, v.to(tl.float32), input_precision='tf32')
+    return tl.dot(mix.to(v.dtype), v, input_precision=DOT_PRECISION)
 
 
 @triton.autotune(configs=_BLOCK_P_CONFIGS, key=['hdim', 'dstate', 'Q'])
@@ -316,10 +338,10 @@ def _chunk_scan_fwd_kernel(
                        + p[None, :] * dstate + n[:, None],
                        mask=n_mask[:, None] & p_mask[None, :], other=0.0)  # (BLOCK_N, BLOCK_P)
 
-    y = tl.dot(Cm, state_in.to(x.dtype), input_precision=DOT_PRECISION) * tl.exp(dA_cs)[:, None]
+    y = tl.dot(Cm, state_in.to(x.dtype), input_precision=DOT_PRECISION) * _exp(dA_cs)[:, None]
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
     mix = _causal_mix(CB, dA_cs, dt, t)
-    y += tl.dot(mix.to(x.dtype), x, input_precision=DOT_PRECISION)
+    y += _mix_dot(mix, x, DOT_PRECISION)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         y += x.to(tl.float32) * tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask,
@@ -361,7 +383,7 @@ def _chunk_scan_bwd_dstates_kernel(
                    + h * s_z_h, p[:, None], p[:, None] * s_z_p,
                    p_mask[:, None] & valid[None, :], HAS_Z)  # (BLOCK_P, Q)
     dA_cs = tl.load(dA_cumsum_ptr + pid.to(tl.int64) * nchunks * Q + c * Q + tl.arange(0, Q))
-    dyT = (dyT * tl.exp(dA_cs)[None, :]).to(Cm.dtype)
+    dyT = (dyT * _exp(dA_cs)[None, :]).to(Cm.dtype)
     dstate_local = tl.dot(dyT, Cm, input_precision=DOT_PRECISION)
     out = dstates_ptr + (pid.to(tl.int64) * nchunks + c) * hdim * dstate
     tl.store(out + p[:, None] * dstate + n[None, :], dstate_local,
@@ -398,7 +420,7 @@ def _state_passing_bwd_kernel(
         local = tl.load(dstates_ptr + offset + c * hdim * dstate, mask=e_mask, other=0.0)
         state_in = tl.load(states_ptr + offset + c * hdim * dstate, mask=e_mask, other=0.0)
         tl.store(dstates_ptr + offset + c * hdim * dstate, grad, mask=e_mask)
-        decay = tl.exp(tl.load(dA_cs_last + c * Q))
+        decay = _exp(tl.load(dA_cs_last + c * Q))
         tl.store(ddA_last_ptr + (pid.to(tl.int64) * nchunks + c) * nblocks + blk,
                  decay * _sum(grad * state_in, axis=0))
         grad = decay * grad + local
@@ -449,7 +471,7 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
     pn_mask = n_mask[:, None] & p_mask[None, :]
 
     CB = tl.dot(Cm, tl.trans(Bm), input_precision=DOT_PRECISION)  # (Q, Q): [t, j]
-    mix = _causal_mix(CB, dA_cs, dt, t).to(dot_dtype)
+    mix = _causal_mix(CB, dA_cs, dt, t)
     if HAS_D:
         D_ptr = _pick(d, D0, D1)
         Dv = tl.load(D_ptr + h * s_D_h + p * s_D_p, mask=p_mask, other=0.0).to(tl.float32)
@@ -464,9 +486,9 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
         sig = _sigmoid(z)
         state_inT = tl.load(states_ptr + state_off, mask=pn_mask, other=0.0)  # H_c^T (N, P)
         y = tl.dot(Cm, state_inT.to(dot_dtype), input_precision=DOT_PRECISION) * \
-            tl.exp(dA_cs)[:, None]
+            _exp(dA_cs)[:, None]
         x_in = tl.where(_finite(dt)[:, None], x, 0.0)  # as the forward pass read it
-        y += tl.dot(mix, x_in, input_precision=DOT_PRECISION)
+        y += _mix_dot(mix, x_in, DOT_PRECISION)
         if HAS_D:
             y += x_in.to(tl.float32) * Dv[None, :]
         tl.store(dz_ptr + y_off, dout * y * sig * (1.0 + z * (1.0 - sig)), mask=qp_mask)
@@ -475,9 +497,9 @@ def _chunk_scan_chunk_state_bwd_dx_kernel(
         dy = dout
 
     dST = tl.load(dstates_ptr + state_off, mask=pn_mask, other=0.0)  # dS^T (N, P)
-    w = tl.exp(dA_cs_last - dA_cs) * dt  # the chunk state's weight of token j
+    w = _exp(dA_cs_last - dA_cs) * dt  # the chunk state's weight of token j
     dx = tl.dot(Bm, dST.to(dot_dtype), input_precision=DOT_PRECISION) * w[:, None]
-    dx += tl.dot(tl.trans(mix), dy.to(dot_dtype), input_precision=DOT_PRECISION)
+    dx += _mix_dot(tl.trans(mix), dy.to(dot_dtype), DOT_PRECISION)
     if HAS_D:
         dx += dy * Dv[None, :]
         tl.store(dD_ptr + (pid.to(tl.int64) * nchunks + c) * hdim + p,
@@ -544,12 +566,12 @@ def _chunk_scan_chunk_state_bwd_dbc_kernel(
         dy_state += tl.dot(dy, state_in, input_precision=DOT_PRECISION)
 
     causal = t[:, None] >= t[None, :]
-    decay = tl.exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
+    decay = _exp(tl.where(causal, dA_cs[:, None] - dA_cs[None, :], float('-inf')))
     grad_mix = tl.where(causal, dyx * decay, 0.0)  # dL/d(CB_tj dt'_j) on the causal part
     grad_mix_dt = (grad_mix * dt[None, :]).to(dot_dtype)
-    decay_out = tl.exp(dA_cs_last - dA_cs)
+    decay_out = _exp(dA_cs_last - dA_cs)
     w = decay_out * dt  # the chunk state's weight of token j
-    exp_dA_cs = tl.exp(dA_cs)
+    exp_dA_cs = _exp(dA_cs)
     dC = tl.dot(grad_mix_dt, Bm, input_precision=DOT_PRECISION) + exp_dA_cs[:, None] * dy_state
     dB = tl.dot(tl.trans(grad_mix_dt), Cm, input_precision=DOT_PRECISION) + w[:, None] * x_dS
     bc_row = ((d * batch + b) * seqlen + pos).to(tl.int64) * nheads * dstate + h * dstate
