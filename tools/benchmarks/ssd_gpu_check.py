@@ -22,14 +22,21 @@ Exits 0 with a message when no CUDA device is present; exits 1 when a correctnes
 checks the script and the kernels' arithmetic without a GPU).
 """
 import argparse
+import math
 import os
+import os.path as osp
 import platform
 import sys
+import tempfile
 import traceback
 from typing import Callable, Dict, List, Tuple
 
 import torch
+from mmengine.config import Config
+from mmengine.hooks import Hook
 
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path[:0] = [osp.join(ROOT, 'tools'), osp.join(ROOT, 'tools', 'data')]  # train, make_synthetic
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
 
@@ -266,8 +273,112 @@ def timings(lengths: List[int], batch: int) -> None:
         torch.cuda.empty_cache()
 
 
+TRAIN_STEPS = {  # step: (config, synthetic layout)
+    'dino': ('configs/dino/dino_dinovim-small-p16_8xb64-amp-coslr-100e_in1k.py', 'cls'),
+    'upernet': ('configs/ade20k/upernet_dinovim-small-p16_paper-teacher_8xb2-amp-160k_'
+                'ade20k-512x512.py', 'ade'),
+}
+
+
+def train_options(step: str, data_root: str, batch: int, iters: int, tiny: bool) -> List[str]:
+    """``--cfg-options`` of tools/train.py for a short run: synthetic data, no checkpoint saved
+    or loaded, a log line per iteration; DINO at a constant lr 5e-4 (the recipe's warm-up
+    starts at 1e-9, under which the teacher's EMA step is below float32 resolution)."""
+    common = [f'train_dataloader.dataset.data_root={data_root}',
+              f'train_dataloader.batch_size={batch}', 'log_level=WARNING',
+              f'train_dataloader.num_workers={0 if tiny else 8}',
+              'default_hooks.checkpoint=None', 'default_hooks.logger.interval=1']
+    if step == 'dino':  # one epoch of batch * iters images
+        crops = ['pipeline.1.global_crop_size=48', 'pipeline.1.local_crop_size=32',
+                 'pipeline.1.num_local_crops=2'] if tiny else []
+        return common + ['train_cfg.max_epochs=1', 'param_scheduler=[]',
+                         'auto_scale_lr.enable=False'] + [
+                             f'train_dataloader.dataset.{c}' for c in crops]
+    crops = ['train_dataloader.dataset.pipeline.2.scale="(256,64)"',
+             'train_dataloader.dataset.pipeline.3.crop_size="(64,64)"',
+             'model.data_preprocessor.size="(64,64)"', 'model.backbone.img_size=64'] if tiny else []
+    return common + [f'train_cfg.max_iters={iters}', 'model.backbone.init_cfg=None'] + crops
+
+
+class TrainProbe(Hook):
+    """Records each iteration's losses and, for DINO, how far the teacher moved and how far it
+    is from ``m * teacher_before + (1 - m) * student`` (``m`` the momentum the EMA hook used)."""
+    priority = 'LOWEST'  # after DINOTeacherEMAHook
+
+    def __init__(self):
+        self.iters = 0
+        self.ok = True
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        model = getattr(runner.model, 'module', runner.model)
+        self.before = ([p.detach().clone() for p in model.teacher.parameters()]
+                       if hasattr(model, 'teacher') else None)
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        losses = {k: float(torch.as_tensor(v).detach()) for k, v in outputs.items() if 'loss' in k}
+        ok = bool(losses) and all(math.isfinite(v) for v in losses.values())
+        row = f'iter {runner.iter + 1}: ' + ', '.join(f'{k} {v:.4f}' for k, v in losses.items())
+        if self.before is not None:
+            model = getattr(runner.model, 'module', runner.model)
+            m = float(model.momentum)
+            teacher = [*model.teacher['backbone'].parameters(), *model.teacher['neck'].parameters()]
+            student = [*model.backbone.parameters(), *model.neck.parameters()]
+            moved = max((t - b).abs().max().item() for t, b in zip(teacher, self.before))
+            # float32 rounding: a few ulps of the weights, and of the step (m is stored in fp32)
+            off = max(((t.double() - m * b.double() - (1 - m) * s.double()).abs().max() / (
+                4 * torch.finfo(t.dtype).eps * b.abs().max() + 1e-3 * (t - b).abs().max())).item()
+                for t, b, s in zip(teacher, self.before, student))
+            ok &= 0 < moved and off <= 1
+            row += f'; teacher moved {moved:.1e}, off the EMA (m {m:.6f}) by {off:.2f} x tol'
+        self.ok &= ok
+        self.iters += 1
+        print(f'  {row} {"PASS" if ok else "FAIL"}', flush=True)
+
+
+def check_training(step: str, tiny: bool, iters: int, batch: int, work_dir: str) -> str:
+    """A few iterations of ``TRAIN_STEPS[step]`` through tools/train.py's config handling and
+    mmengine's Runner on data made by tools/data/make_synthetic.py; 'PASS' / 'FAIL' / 'SKIP'."""
+    if step == 'upernet':
+        try:
+            import mmcv.ops  # noqa: F401  (mmseg imports it: UperNet cannot run without it)
+        except ImportError as exc:
+            print(f'upernet: SKIP, mmseg needs mmcv\'s compiled ops (mmcv.ops: {exc})')
+            return 'SKIP'
+    from make_synthetic import make_synthetic
+    from mmengine.runner import Runner
+    from train import merge_args, parse_args
+    config, layout = TRAIN_STEPS[step]
+    data = osp.join(work_dir, 'data')
+    make_synthetic(data, num_train=batch * iters, num_val=1, size=64 if tiny else 224,
+                   seg_size=64 if tiny else 256, layouts=(layout, ))
+    argv = [osp.join(ROOT, config), '--work-dir', osp.join(work_dir, step), '--no-validate',
+            *(['--no-persistent-workers'] if tiny else []),
+            '--cfg-options', *train_options(step, osp.join(data, layout), batch, iters, tiny)]
+    print(f'{step}: python tools/train.py ' + ' '.join(argv).replace(ROOT + '/', ''))
+    try:
+        cfg = merge_args(Config.fromfile(argv[0]), parse_args(argv))
+        runner = Runner.from_cfg(cfg)
+        probe = TrainProbe()
+        runner.register_hook(probe)
+        runner.train()
+    except Exception:
+        traceback.print_exc(limit=-4, file=sys.stdout)
+        return 'FAIL'
+    return 'PASS' if probe.ok and probe.iters == iters else 'FAIL'
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--steps', nargs='+', default=['ssd', *TRAIN_STEPS],
+                        choices=['ssd', *TRAIN_STEPS], help='what to check (default: all)')
+    parser.add_argument('--device', choices=['cuda', 'cpu'], default='cuda',
+                        help='cpu: a rehearsal of the training steps (fp32, the ssd step skipped)')
+    parser.add_argument('--tiny', action='store_true',
+                        help='training steps at 48 / 64 px, batch 2, 2 iterations')
+    parser.add_argument('--train-iters', type=int, default=4,
+                        help='iterations of each training step (default 4)')
+    parser.add_argument('--work-dir', help='data and logs of the training steps (default: a '
+                        'temporary directory, removed afterwards)')
     parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
                         help='sequence lengths checked and timed (default: 197 785 3137)')
     parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
@@ -281,17 +392,32 @@ def main() -> int:
         ok = check_strong_decay('cpu')
         print('correctness:', 'PASS' if ok else 'FAIL')
         return 0 if ok else 1
-    if not torch.cuda.is_available():
-        print('ssd_gpu_check: no CUDA device here; this check needs a GPU (written for an H200). '
-              'Nothing was run.')
+    if args.device == 'cpu':
+        os.environ['CUDA_VISIBLE_DEVICES'] = ''  # before CUDA is first queried
+    elif not torch.cuda.is_available():
+        print('ssd_gpu_check: no CUDA device here; this check needs a GPU (written for an H200) '
+              'or --device cpu. Nothing was run.')
         return 0
-    print(machine())
-    ok = check_correctness(args.lengths, args.batch)
-    ok &= check_strong_decay('cuda')
-    if not args.skip_timings:
-        timings(args.lengths, args.batch)
-    print('correctness:', 'PASS' if ok else 'FAIL')
-    return 0 if ok else 1
+    else:
+        print(machine())
+    results = {}
+    if 'ssd' in args.steps:
+        if args.device == 'cpu':
+            results['ssd'] = 'SKIP'
+            print('ssd: SKIP on --device cpu (--interpreter checks the kernels on CPU)')
+        else:
+            ok = check_correctness(args.lengths, args.batch) & check_strong_decay('cuda')
+            if not args.skip_timings:
+                timings(args.lengths, args.batch)
+            results['ssd'] = 'PASS' if ok else 'FAIL'
+    iters = 2 if args.tiny else args.train_iters
+    with tempfile.TemporaryDirectory() as tmp:
+        for step in (s for s in TRAIN_STEPS if s in args.steps):
+            batch = 2 if args.tiny else {'dino': 32, 'upernet': 4}[step]
+            results[step] = check_training(step, args.tiny, iters, batch,
+                                           osp.join(args.work_dir or tmp, step))
+    print('summary: ' + ', '.join(f'{k} {v}' for k, v in results.items()))
+    return 1 if 'FAIL' in results.values() else 0
 
 
 if __name__ == '__main__':
