@@ -36,7 +36,6 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path[:0] = [osp.join(ROOT, 'tools'), osp.join(ROOT, 'tools', 'data')]  # train, make_synthetic
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
 
@@ -281,53 +280,49 @@ TRAIN_STEPS = {  # step: (config, synthetic layout)
 
 
 def train_options(step: str, data_root: str, batch: int, iters: int, tiny: bool) -> List[str]:
-    """``--cfg-options`` of tools/train.py for a short run: synthetic data, no checkpoint saved
-    or loaded, a log line per iteration; DINO at a constant lr 5e-4 (the recipe's warm-up
-    starts at 1e-9, under which the teacher's EMA step is below float32 resolution)."""
-    common = [f'train_dataloader.dataset.data_root={data_root}',
-              f'train_dataloader.batch_size={batch}', 'log_level=WARNING',
-              f'train_dataloader.num_workers={0 if tiny else 8}',
-              'default_hooks.checkpoint=None', 'default_hooks.logger.interval=1']
-    if step == 'dino':  # one epoch of batch * iters images
-        crops = ['pipeline.1.global_crop_size=48', 'pipeline.1.local_crop_size=32',
-                 'pipeline.1.num_local_crops=2'] if tiny else []
+    """tools/train.py's ``--cfg-options`` for a short run on synthetic data, nothing saved or
+    loaded; DINO at a constant lr 5e-4 (the recipe warms up from 1e-9, under which the teacher's
+    EMA step is below float32 resolution), for one epoch of ``batch * iters`` images."""
+    loader = 'train_dataloader.dataset.'
+    common = [f'{loader}data_root={data_root}', f'train_dataloader.batch_size={batch}',
+              f'train_dataloader.num_workers={0 if tiny else 8}', 'log_level=WARNING',
+              'default_hooks.checkpoint=None']
+    if step == 'dino':
         return common + ['train_cfg.max_epochs=1', 'param_scheduler=[]',
                          'auto_scale_lr.enable=False'] + [
-                             f'train_dataloader.dataset.{c}' for c in crops]
-    crops = ['train_dataloader.dataset.pipeline.2.scale="(256,64)"',
-             'train_dataloader.dataset.pipeline.3.crop_size="(64,64)"',
-             'model.data_preprocessor.size="(64,64)"', 'model.backbone.img_size=64'] if tiny else []
-    return common + [f'train_cfg.max_iters={iters}', 'model.backbone.init_cfg=None'] + crops
+            f'{loader}pipeline.1.{k}' for k in ('global_crop_size=48', 'local_crop_size=32',
+                                                'num_local_crops=2') if tiny]
+    return common + [f'train_cfg.max_iters={iters}', 'model.backbone.init_cfg=None'] + [
+        f'{loader}pipeline.2.scale="(256,64)"', f'{loader}pipeline.3.crop_size="(64,64)"',
+        'model.data_preprocessor.size="(64,64)"', 'model.backbone.img_size=64'] * tiny
 
 
 class TrainProbe(Hook):
-    """Records each iteration's losses and, for DINO, how far the teacher moved and how far it
-    is from ``m * teacher_before + (1 - m) * student`` (``m`` the momentum the EMA hook used)."""
+    """Checks each iteration's losses are finite and, for DINO, that the teacher moved, by
+    ``m * teacher_before + (1 - m) * student`` (``m`` the momentum recorded by the EMA step)."""
     priority = 'LOWEST'  # after DINOTeacherEMAHook
 
     def __init__(self):
-        self.iters = 0
-        self.ok = True
+        self.iters, self.ok = 0, True
 
     def before_train_iter(self, runner, batch_idx, data_batch=None):
         model = getattr(runner.model, 'module', runner.model)
-        self.before = ([p.detach().clone() for p in model.teacher.parameters()]
-                       if hasattr(model, 'teacher') else None)
+        self.before = [p.detach().clone() for p in model.teacher.parameters()] if hasattr(
+            model, 'teacher') else None
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
         losses = {k: float(torch.as_tensor(v).detach()) for k, v in outputs.items() if 'loss' in k}
-        ok = bool(losses) and all(math.isfinite(v) for v in losses.values())
+        ok = bool(losses) and all(map(math.isfinite, losses.values()))
         row = f'iter {runner.iter + 1}: ' + ', '.join(f'{k} {v:.4f}' for k, v in losses.items())
         if self.before is not None:
             model = getattr(runner.model, 'module', runner.model)
-            m = float(model.momentum)
-            teacher = [*model.teacher['backbone'].parameters(), *model.teacher['neck'].parameters()]
-            student = [*model.backbone.parameters(), *model.neck.parameters()]
-            moved = max((t - b).abs().max().item() for t, b in zip(teacher, self.before))
-            # float32 rounding: a few ulps of the weights, and of the step (m is stored in fp32)
+            m, teacher = float(model.momentum), list(model.teacher.parameters())
+            student = [*model.backbone.parameters(), *model.neck.parameters()]  # teacher's order
+            moved = max((t - b).abs().max().item() for t, b in zip(teacher, self.before, strict=True))
+            # float32 rounding: 4 ulps of the weights, 1e-3 of the step (m is stored in fp32)
             off = max(((t.double() - m * b.double() - (1 - m) * s.double()).abs().max() / (
                 4 * torch.finfo(t.dtype).eps * b.abs().max() + 1e-3 * (t - b).abs().max())).item()
-                for t, b, s in zip(teacher, self.before, student))
+                for t, b, s in zip(teacher, self.before, student, strict=True))
             ok &= 0 < moved and off <= 1
             row += f'; teacher moved {moved:.1e}, off the EMA (m {m:.6f}) by {off:.2f} x tol'
         self.ok &= ok
@@ -344,6 +339,7 @@ def check_training(step: str, tiny: bool, iters: int, batch: int, work_dir: str)
         except ImportError as exc:
             print(f'upernet: SKIP, mmseg needs mmcv\'s compiled ops (mmcv.ops: {exc})')
             return 'SKIP'
+    sys.path[:0] = [osp.join(ROOT, 'tools'), osp.join(ROOT, 'tools', 'data')]
     from make_synthetic import make_synthetic
     from mmengine.runner import Runner
     from train import merge_args, parse_args
@@ -377,8 +373,6 @@ def main() -> int:
                         help='training steps at 48 / 64 px, batch 2, 2 iterations')
     parser.add_argument('--train-iters', type=int, default=4,
                         help='iterations of each training step (default 4)')
-    parser.add_argument('--work-dir', help='data and logs of the training steps (default: a '
-                        'temporary directory, removed afterwards)')
     parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
                         help='sequence lengths checked and timed (default: 197 785 3137)')
     parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
@@ -414,8 +408,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for step in (s for s in TRAIN_STEPS if s in args.steps):
             batch = 2 if args.tiny else {'dino': 32, 'upernet': 4}[step]
-            results[step] = check_training(step, args.tiny, iters, batch,
-                                           osp.join(args.work_dir or tmp, step))
+            results[step] = check_training(step, args.tiny, iters, batch, tmp)
     print('summary: ' + ', '.join(f'{k} {v}' for k, v in results.items()))
     return 1 if 'FAIL' in results.values() else 0
 
