@@ -1,8 +1,10 @@
-"""One-shot GPU check of the Triton SSD scan: correctness, then speed against mamba_ssm.
+"""One-shot GPU check: the Triton SSD scan (correctness, speed against mamba_ssm), then a few
+DINO and UperNet training iterations.
 
 Run on a CUDA machine (written for an H200):
 
     python tools/benchmarks/ssd_gpu_check.py [--lengths 197 785 3137] [--batch 8]
+        [--steps ssd dino upernet] [--device cpu --tiny]
 
 1. Correctness (fp32 and bf16): the bidirectional Triton op against the chunked PyTorch path
    (``impl='torch'``) on the vision shapes B 8, L in {197, 785, 3137}, H 24, P 64, N 64, outputs
@@ -16,10 +18,29 @@ Run on a CUDA machine (written for an H200):
    flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
    inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
    PyTorch path. Prints the machine and the ratios measured side by side in this run.
+3. Training (``--steps dino upernet``): a few iterations of the DinoVim-S DINO config and the
+   DinoVim-S UperNet config, bf16 AMP, through tools/train.py's config handling and mmengine's
+   Runner, on data of tools/data/make_synthetic.py (``train_options``: the overrides; no
+   checkpoint loaded or saved). Every loss must be finite, and the DINO teacher must move by
+   its EMA step. mmseg imports mmcv's compiled ops (``mmcv.ops``), so UperNet is SKIPped
+   without them; ``import dinomamba_mm`` itself requires them (dinomamba_mm/compat.py).
+   ``--device cpu --tiny`` rehearses this step on CPU (float32, 48 / 64 px, 2 iterations).
 
-Exits 0 with a message when no CUDA device is present; exits 1 when a correctness check fails.
-``--interpreter`` runs the strong-decay check alone on CPU tensors under TRITON_INTERPRET=1 (slow;
-checks the script and the kernels' arithmetic without a GPU).
+Exits 0 with a message when no CUDA device is present (and no ``--device cpu``); exits 1 when a
+check fails. ``--interpreter`` runs the strong-decay check alone on CPU tensors under
+TRITON_INTERPRET=1 (slow; checks the script and the kernels' arithmetic without a GPU).
+
+On the device machine (Python 3.12, its own torch, no OpenMMLab): carry the wheels and mmcv's
+sdist in ``.whl`` (docs/benchmarks.md, section GPU, gives the ``pip download`` lines), build
+mmcv's ops there for CPU (they are only imported), then run this script::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD || exit
+    tar xzf .whl/mmcv-2.1.0.tar.gz -C .whl && sed -i s/c++17/c++20/ .whl/mmcv-2.1.0/setup.py
+    CUDA_VISIBLE_DEVICES= MMCV_WITH_OPS=1 MAX_JOBS=16 python3 -m pip install -q --no-index \
+        --no-deps --no-build-isolation --target .site .whl/mmcv-2.1.0 || exit
+    set -o pipefail; PYTHONUNBUFFERED=1 python3 tools/benchmarks/ssd_gpu_check.py 2>&1 \
+        | tee $OUT/ssd_gpu_check.log
 """
 import argparse
 import math
@@ -318,7 +339,8 @@ class TrainProbe(Hook):
             model = getattr(runner.model, 'module', runner.model)
             m, teacher = float(model.momentum), list(model.teacher.parameters())
             student = [*model.backbone.parameters(), *model.neck.parameters()]  # teacher's order
-            moved = max((t - b).abs().max().item() for t, b in zip(teacher, self.before, strict=True))
+            moved = max((t - b).abs().max().item()
+                        for t, b in zip(teacher, self.before, strict=True))
             # float32 rounding: 4 ulps of the weights, 1e-3 of the step (m is stored in fp32)
             off = max(((t.double() - m * b.double() - (1 - m) * s.double()).abs().max() / (
                 4 * torch.finfo(t.dtype).eps * b.abs().max() + 1e-3 * (t - b).abs().max())).item()
