@@ -18,13 +18,11 @@ Run on a CUDA machine (written for an H200):
    flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
    inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
    PyTorch path. Prints the machine and the ratios measured side by side in this run.
-3. Training (``--steps dino upernet``): a few iterations of the DinoVim-S DINO config and the
-   DinoVim-S UperNet config, bf16 AMP, through tools/train.py's config handling and mmengine's
-   Runner, on data of tools/data/make_synthetic.py (``train_options``: the overrides; no
-   checkpoint loaded or saved). Every loss must be finite, and the DINO teacher must move by
-   its EMA step. mmseg imports mmcv's compiled ops (``mmcv.ops``), so UperNet is SKIPped
-   without them; ``import dinomamba_mm`` itself requires them (dinomamba_mm/compat.py).
-   ``--device cpu --tiny`` rehearses this step on CPU (float32, 48 / 64 px, 2 iterations).
+3. Training (``--steps dino upernet``, batch 32 / 4): 4 iterations of the DinoVim-S DINO and
+   UperNet configs, bf16 AMP, through tools/train.py's config handling and mmengine's Runner, on
+   synthetic data (``train_options``); every loss finite, the DINO teacher moved by its EMA step.
+   UperNet is SKIPped without mmcv's compiled ops (mmseg imports ``mmcv.ops``). ``--device cpu
+   --tiny`` rehearses this step on CPU (float32, 48 / 64 px, batch 2, 2 iterations).
 
 Exits 0 with a message when no CUDA device is present (and no ``--device cpu``); exits 1 when a
 check fails. ``--interpreter`` runs the strong-decay check alone on CPU tensors under
@@ -46,7 +44,6 @@ import argparse
 import math
 import os
 import os.path as osp
-import platform
 import sys
 import tempfile
 import traceback
@@ -57,16 +54,12 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path[:0] = [osp.join(ROOT, 'tools', d) for d in ('benchmarks', 'data', '')]
+from benchmark_utils import machine_line  # noqa: E402
+from make_synthetic import make_synthetic  # noqa: E402
+
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
-
-
-def machine() -> str:
-    import triton
-    props = torch.cuda.get_device_properties(0)
-    return (f'{platform.platform()} | {os.cpu_count()} CPUs | torch {torch.__version__} | '
-            f'triton {triton.__version__} | CUDA {torch.version.cuda} | {props.name} '
-            f'({props.total_memory / 2**30:.0f} GiB, sm_{props.major}{props.minor})')
 
 
 def make_inputs(batch: int, length: int, heads: int, headdim: int, dstate: int, groups: int,
@@ -361,10 +354,8 @@ def check_training(step: str, tiny: bool, iters: int, batch: int, work_dir: str)
         except ImportError as exc:
             print(f'upernet: SKIP, mmseg needs mmcv\'s compiled ops (mmcv.ops: {exc})')
             return 'SKIP'
-    sys.path[:0] = [osp.join(ROOT, 'tools'), osp.join(ROOT, 'tools', 'data')]
-    from make_synthetic import make_synthetic
     from mmengine.runner import Runner
-    from train import merge_args, parse_args
+    from train import merge_args, parse_args  # imports dinomamba_mm: after TRITON_INTERPRET
     config, layout = TRAIN_STEPS[step]
     data = osp.join(work_dir, 'data')
     make_synthetic(data, num_train=batch * iters, num_val=1, size=64 if tiny else 224,
@@ -393,8 +384,6 @@ def main() -> int:
                         help='cpu: a rehearsal of the training steps (fp32, the ssd step skipped)')
     parser.add_argument('--tiny', action='store_true',
                         help='training steps at 48 / 64 px, batch 2, 2 iterations')
-    parser.add_argument('--train-iters', type=int, default=4,
-                        help='iterations of each training step (default 4)')
     parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
                         help='sequence lengths checked and timed (default: 197 785 3137)')
     parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
@@ -415,7 +404,9 @@ def main() -> int:
               'or --device cpu. Nothing was run.')
         return 0
     else:
-        print(machine())
+        import triton
+        print(machine_line('cuda'), f'| triton {triton.__version__} | sm_%d%d'
+              % torch.cuda.get_device_capability())
     results = {}
     if 'ssd' in args.steps:
         if args.device == 'cpu':
@@ -426,7 +417,7 @@ def main() -> int:
             if not args.skip_timings:
                 timings(args.lengths, args.batch)
             results['ssd'] = 'PASS' if ok else 'FAIL'
-    iters = 2 if args.tiny else args.train_iters
+    iters = 2 if args.tiny else 4
     with tempfile.TemporaryDirectory() as tmp:
         for step in (s for s in TRAIN_STEPS if s in args.steps):
             batch = 2 if args.tiny else {'dino': 32, 'upernet': 4}[step]
