@@ -110,11 +110,9 @@ def backbone_blocks(backbone: nn.Module) -> nn.ModuleList:
 
 
 def normalize_layer_indices(layer_indices: Sequence[int], num_layers: int) -> list:
-    """Sorted unique non-negative block indices; negative ones count from the end."""
-    result = check_indices('layer_indices', layer_indices, num_layers)
-    if not result:
-        raise ValueError('layer_indices must name at least one block')
-    return sorted(set(result))
+    """Sorted non-negative block indices; negative ones count from the end (check_indices
+    refuses none, repeats and indices out of range)."""
+    return sorted(check_indices('layer_indices', layer_indices, num_layers))
 
 
 @contextmanager
