@@ -1,5 +1,4 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
-import inspect
 import logging
 import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -17,7 +16,7 @@ from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int
                                           is_int)
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
+from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
@@ -290,10 +289,6 @@ class DinoVim(BaseModule):
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
         settings = {k: v for k, v in self.arch_settings.items()
                     if k not in ('embed_dims', 'num_layers')}
-        defaults = inspect.signature(BidirectionalMamba2Mixer).parameters
-        dt_min, dt_max = (mixer_cfg.get(k, defaults[k].default) for k in ('dt_min', 'dt_max'))
-        check_number("mixer_cfg['dt_min']", dt_min, 0, exclusive_minimum=True)
-        check_number("mixer_cfg['dt_max']", dt_max, dt_min)
         return {**settings, **mixer_cfg}
 
     def _parse_positions(self, positions) -> Optional[Tuple[int, ...]]:

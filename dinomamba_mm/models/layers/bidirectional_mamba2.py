@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.argument_checks import check_int, check_number
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
@@ -106,6 +106,8 @@ class BidirectionalMamba2Mixer(nn.Module):
         low, high = A_init_range
         if not 0 < low <= high:
             raise ValueError(f'A_init_range must satisfy 0 < low <= high, got {A_init_range}')
+        check_number('dt_min', dt_min, 0, exclusive_minimum=True)
+        check_number('dt_max', dt_max, dt_min)
         self.embed_dims = embed_dims
         self.d_inner = d_inner
         self.d_state = d_state
