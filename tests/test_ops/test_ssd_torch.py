@@ -240,20 +240,57 @@ def test_double_backward_is_refused():
 
 
 @pytest.mark.parametrize('block_bytes', [1, 2**30])
-def test_no_grad_forward_in_head_blocks_matches_the_oracle(block_bytes, monkeypatch):
-    """Without autograd the (Q, Q) matrices are built a few heads of one row at a time; a 1-byte
-    budget forces one head per block (several blocks per group, G = 2, both directions)."""
+@pytest.mark.parametrize('grad', [False, True])
+def test_head_blocks_match_the_oracle(block_bytes, grad, monkeypatch):
+    """The (Q, Q) matrices of the diagonal blocks are built a few heads of one row at a time, in
+    the forward and again in the backward pass; a 1-byte budget forces one head per block
+    (several blocks per group, G = 2, both directions)."""
     monkeypatch.setattr(chunk_stages, 'MASK_BLOCK_BYTES', block_bytes)
     fwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=17),
-               torch.float32)
+               torch.float32, grad=grad)
     bwd = cast(make_inputs(length=45, heads=4, groups=2, D='HP', dt_bias=True, seed=18),
-               torch.float32)
-    with torch.no_grad():
-        y_fwd, y_bwd = ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd},
-                                              chunk_size=16, dt_softplus=True, impl='torch')
-    _assert_close(y_fwd, ssd_scan_naive(**fwd, dt_softplus=True), TOL[torch.float32], 'y_fwd')
-    _assert_close(y_bwd, ssd_scan_naive(**bwd, dt_softplus=True, reverse=True),
-                  TOL[torch.float32], 'y_bwd')
+               torch.float32, grad=grad)
+    refs = [{k: v.detach().double().requires_grad_() for k, v in t.items()} for t in (fwd, bwd)]
+    with torch.set_grad_enabled(grad):
+        ours = ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd}, chunk_size=16,
+                                      dt_softplus=True, impl='torch')
+    oracle = (ssd_scan_naive(**refs[0], dt_softplus=True),
+              ssd_scan_naive(**refs[1], dt_softplus=True, reverse=True))
+    for name, y, y_ref in zip(('y_fwd', 'y_bwd'), ours, oracle):
+        _assert_close(y.detach(), y_ref.detach(), TOL[torch.float32], name)
+    if not grad:
+        return
+    weights = [torch.randn(y.shape, generator=torch.Generator().manual_seed(k),
+                           dtype=torch.float64) for k, y in enumerate(oracle)]
+    weighted_sum(ours, weights).backward()
+    weighted_sum(oracle, weights).backward()
+    for direction, t, ref in zip(('forward', 'backward'), (fwd, bwd), refs):
+        for name in t:
+            _assert_close(t[name].grad, ref[name].grad, TOL[torch.float32],
+                          f'{direction} d{name}')
+
+
+def test_backward_saves_only_the_inputs():
+    """The torch backend keeps nothing of its own for the backward pass (it recomputes dt', the
+    running sums, masks and states from the inputs, as the Triton one does); with a gate, one
+    (B, L, H, P) tensor per direction more: the gate's input y + D x."""
+    fwd = cast(make_inputs(length=70, heads=4, groups=2, D='H', dt_bias=True, seed=3),
+               torch.float32, grad=True)
+    bwd = cast(make_inputs(length=70, heads=4, groups=2, D='H', dt_bias=True, seed=4),
+               torch.float32, grad=True)
+    inputs = {t.untyped_storage().data_ptr() for d in (fwd, bwd) for t in d.values()}
+    for gated in (False, True):
+        z = torch.randn(fwd['x'].shape) if gated else None
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t,
+                                                      lambda t: t):
+            ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd}, z=z, chunk_size=16,
+                                   dt_softplus=True, impl='torch')
+        own = [t for t in saved if t.untyped_storage().data_ptr() not in inputs
+               and (z is None or t.untyped_storage().data_ptr() != z.untyped_storage().data_ptr())]
+        batch, *rest = fwd['x'].shape
+        expected = [(2 * batch, *rest)] if gated else []  # both directions' rows
+        assert [tuple(t.shape) for t in own] == expected, [(tuple(t.shape), t.dtype) for t in own]
 
 
 def _decay_gradients(inputs, run):

@@ -48,7 +48,7 @@ identity) cancels the diagonal and most other terms and loses about Q times more
 
 CPU cost is mostly memory traffic, hence: decay exponents are clamped at ``MIN_EXPONENT`` (no exp
 underflows, no denormal enters a product); masks for the diagonal blocks exist for a block of heads
-at a time unless the backward pass keeps them; chunk-sized buffers are reused along the loop;
+at a time (the backward pass makes them again); chunk-sized buffers are reused along the loop;
 products that are only summed go through one reused buffer (a fresh large buffer costs page faults
 when first written).
 """
@@ -252,12 +252,15 @@ class DtCumsum(NamedTuple):
         monotone: every dt' A is <= 0 (a finite, non-growing scan): the masks can then skip
             zeroing their non-causal side before the exp (see :func:`decay_mask`).
         finite: every dt' is finite.
+        split: the masks split s into a float32 head and tail (|s| > ``EXACT_CUMSUM`` in
+            float32; see :func:`decay_mask`).
     """
 
     dt: Tensor
     dA_cumsum: Tensor
     monotone: bool
     finite: bool
+    split: bool
 
 
 def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
@@ -271,7 +274,7 @@ def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
     if dA.numel() == 0:
-        return DtCumsum(dt, dA_cumsum, monotone=True, finite=True)
+        return DtCumsum(dt, dA_cumsum, monotone=True, finite=True, split=False)
     # dt' A is NaN or infinite wherever dt' is (even for A = 0: 0 * inf is NaN)
     lowest, highest = torch.aminmax(dA)
     lowest, highest = lowest.item(), highest.item()
@@ -282,8 +285,9 @@ def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
                       'without softplus): the state grows by exp(dt\' A) per step instead of '
                       'decaying, and overflows to inf / NaN once the growth summed over the '
                       'sequence passes ~88 (float32). Warned once.')
+    split = lay.dtype != torch.float64 and bool(dA_cumsum.abs().max() > EXACT_CUMSUM)
     return DtCumsum(dt, dA_cumsum, monotone=highest <= 0,  # False for NaN
-                    finite=math.isfinite(lowest) and math.isfinite(highest))
+                    finite=math.isfinite(lowest) and math.isfinite(highest), split=split)
 
 
 def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor, dt: Tensor,
@@ -433,23 +437,23 @@ def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, wei
 
 # ------------------------------------------------------------------------------ state_passing
 def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, decays: Decays,
-                      initial_states: Sequence[Optional[Tensor]], y: Tensor, keep: bool,
-                      want_final: bool) -> Tuple[List[Tensor], Optional[Tensor], Optional[Tensor]]:
+                      initial_states: Sequence[Optional[Tensor]], y: Optional[Tensor],
+                      want_final: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
     """The loop over chunks in scan order: adds each chunk's off-diagonal term to y
     (:func:`chunk_scan_off_fwd`), then passes the state on, H_next = exp(s_exit) H_c + S_c
     (:func:`chunk_state_fwd`). The zero state entering a first chunk adds nothing, and the state
     leaving the last chunk is only computed as the final state.
 
+    Without y (the backward pass's recomputation) it only records the states.
+
     Returns:
-        the final states per direction (B, H, P, N) ([] unless ``want_final``); with ``keep``
-        H_c entering every chunk (R, G, n_c, N, Hg, P) and C_i H_c (R, G, Lp, Hg, P).
+        the final states per direction (B, H, P, N) ([] unless ``want_final``); without y,
+        H_c entering every chunk (R, G, n_c, N, Hg, P), else None.
     """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
-    states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if keep else None
-    C_states = lay.new(lay.rows, G, lay.padded, Hg, P) if keep else None
+    states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if y is None else None
     tokens = lay.new(lay.batch, G, q, Hg, P)  # one chunk's weighted x_dt, or its C H
     h, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
-    y_gt = lay.group_token(y)
     finals = []
     for d, h0 in zip(lay.directions, initial_states):
         is_zero = h0 is None
@@ -458,29 +462,28 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
         else:
             h.copy_(lay.state_to_n_major(h0))
         v = DirectionViews(lay, d, x_dt, B_s, C_s, decays)
-        y_d = y_gt[d.rows]
         for i, c in enumerate(d.chunks):
-            if keep:
+            if y is None:
                 states[d.rows, :, c] = h
-            if not is_zero:
-                chunk_scan_off_fwd(lay, v, c, h, y_d,
-                                   C_states[d.rows, :, lay.chunk(c)] if keep else tokens)
+            elif not is_zero:
+                chunk_scan_off_fwd(lay, v, c, h, lay.group_token(y)[d.rows], tokens)
             if i < lay.n_chunks - 1 or want_final:
                 h_next = chunk_state_fwd(lay, v, c, tokens, spare)
                 h, spare, is_zero = h_next.addcmul_(v.decay[:, :, c], h), h, False
         if want_final:
             finals.append(lay.state_from_n_major(h))
-    return finals, states, C_states
+    return finals, states
 
 
-def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays: Decays,
+def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays,
                       x_dt: Tensor, B_s: Tensor, C_s: Tensor,
                       d_finals: Sequence[Optional[Tensor]], has_initial: Sequence[bool],
                       grads: 'ScanGrads') -> List[Optional[Tensor]]:
     """The loop over chunks in reverse scan order, with g = dL/d(the state leaving chunk c):
     :func:`chunk_state_bwd` for dS_c = g, dL/ds_exit += exp(s_exit) <g, H_c>, then g = chunk c's
-    share of dL/dH_c (:func:`chunk_scan_off_bwd`) + exp(s_exit) g. Adds the decay terms to
-    grads.ddA_cumsum and grads.ddA.
+    share of dL/dH_c (:func:`chunk_scan_off_bwd`, with C_i H_c recomputed from ``states``, H_c
+    (R, G, n_c, N, Hg, P)) + exp(s_exit) g. Adds the decay terms to grads.ddA_cumsum and
+    grads.ddA.
 
     Returns:
         per direction dL/d(initial state) (B, H, P, N), or None.
@@ -491,12 +494,13 @@ def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays
                   state_terms=lay.zeros(*per_token), out_terms=lay.zeros(*per_token))
     d_exit = lay.zeros(lay.rows, G, nc, Hg)
     tokens, d_tokens = lay.new(lay.batch, G, q, Hg, P), lay.new(lay.batch, G, q, Hg, P)
+    C_states = lay.new(lay.batch, G, q, Hg, P)
     d_rows = lay.new(lay.batch * G, q, N)
     g_buffer, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
     d_initial = []
     for d, d_final, has_h0 in zip(lay.directions, d_finals, has_initial):
         v = DirectionViews(lay, d, x_dt, B_s, C_s, decays, **fields)
-        states_d, C_states_d, d_exit_d = states[d.rows], C_states[d.rows], d_exit[d.rows]
+        states_d, d_exit_d = states[d.rows], d_exit[d.rows]
         g = None if d_final is None else g_buffer.copy_(lay.state_to_n_major(d_final))
         for c in reversed(d.chunks):
             first = c == d.chunks[0]
@@ -507,8 +511,9 @@ def state_passing_bwd(lay: ChunkLayout, states: Tensor, C_states: Tensor, decays
                               out=d_exit_d[:, :, c])
             if first and not has_h0:
                 break  # the zero state entering the first chunk needs no gradient
-            local = chunk_scan_off_bwd(lay, v, c, states_d[:, :, c],
-                                       C_states_d[:, :, lay.chunk(c)], tokens, d_rows, spare)
+            h = states_d[:, :, c]
+            torch.bmm(v.C[:, c], _state_matrices(lay, h), out=_token_matrices(lay, C_states))
+            local = chunk_scan_off_bwd(lay, v, c, h, C_states, tokens, d_rows, spare)
             if g is not None:
                 local.addcmul_(v.decay[:, :, c], g)
             g_buffer, spare, g = local, g_buffer, local
@@ -597,45 +602,45 @@ def rectangle_sums_(G: Tensor, reverse: bool) -> Tensor:
     return F.pad(sums[..., :-1], (1, 0))
 
 
-def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        cum: DtCumsum, keep: bool) -> Tuple[Tensor, Optional[Tensor], Tensor]:
-    """y = (exp(s_i - s_j) o CB) x_dt over the diagonal blocks, (R, H, Lp, P), a block of heads
-    at a time; the masks exp(s_i - s_j) (R, H, n_c, Q, Q) of :func:`decay_mask` when ``keep``
-    (else None) and the causal CB (R, G, n_c, Q, Q), for the backward pass."""
-    R, H, P, G, q, nc = lay.rows, lay.heads, lay.headdim, lay.groups, lay.q, lay.n_chunks
+def chunk_cb(lay: ChunkLayout, B_s: Tensor, C_s: Tensor) -> Tensor:
+    """The causal C_i . B_j of every chunk, (R, G, n_c, Q, Q), from B_s, C_s (R, G, Lp, N)."""
+    q = lay.q
     B3, C3 = (t.view(-1, q, lay.dstate) for t in (B_s, C_s))
-    CB = torch.bmm(C3, B3.transpose(1, 2)).view(R, G, nc, q, q)
+    CB = torch.bmm(C3, B3.transpose(1, 2)).view(lay.rows, lay.groups, lay.n_chunks, q, q)
     for d in lay.directions:
         _causal_(CB[d.rows], d.reverse)
-    split = lay.dtype != torch.float64 and cum.dA_cumsum.numel() > 0 and \
-        bool(cum.dA_cumsum.abs().max() > EXACT_CUMSUM)
-    y = lay.new(R, H, lay.padded, P)
-    mask = lay.new(R, H, nc, q, q) if keep else None
+    return CB
+
+
+def chunk_scan_diag_fwd(lay: ChunkLayout, x_dt: Tensor, CB: Tensor, cum: DtCumsum) -> Tensor:
+    """y = (exp(s_i - s_j) o CB) x_dt over the diagonal blocks, (R, H, Lp, P), with the masks
+    exp(s_i - s_j) of :func:`decay_mask` made a block of heads at a time."""
+    q, P = lay.q, lay.headdim
+    y = lay.new(lay.rows, lay.heads, lay.padded, P)
     buffer = _block_buffer(lay)
     for r, heads, grp, rev in head_blocks(lay):
         s = cum.dA_cumsum[r, heads]
         work = buffer[:s.numel() * q].view(*s.shape, q)
-        if mask is None:
-            decay_mask(s, rev, cum.monotone, split, out=work).mul_(CB[r, grp])
-        else:
-            torch.mul(decay_mask(s, rev, cum.monotone, split, out=mask[r, heads]), CB[r, grp],
-                      out=work)
+        decay_mask(s, rev, cum.monotone, cum.split, out=work).mul_(CB[r, grp])
         torch.bmm(work.view(-1, q, q), x_dt[r, heads].view(-1, q, P),
                   out=y[r, heads].view(-1, q, P))
-    return y, mask, CB
+    return y
 
 
 def chunk_scan_diag_bwd(lay: ChunkLayout, dy: Tensor, x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                        mask: Tensor, CB: Tensor, grads: 'ScanGrads') -> None:
-    """Backward of :func:`chunk_scan_diag_fwd`: sets grads.d_x_dt = (mask o CB)^T dy, grads.dB
-    and grads.dC from dCB = sum over a group's heads of mask o (dy x_dt^T), and adds the decay
-    gradient: with G_ij = (dy_i . x_dt_j) exp(s_i - s_j) CB_ij, ddA_k += the sum of G over
-    the rectangle of k (:func:`rectangle_sums_`)."""
+                        cum: DtCumsum, CB: Tensor, grads: 'ScanGrads') -> None:
+    """Backward of :func:`chunk_scan_diag_fwd` (the masks made again, a block of heads at a
+    time): sets grads.d_x_dt = (mask o CB)^T dy, grads.dB and grads.dC from dCB = sum over a
+    group's heads of mask o (dy x_dt^T), and adds the decay gradient: with
+    G_ij = (dy_i . x_dt_j) exp(s_i - s_j) CB_ij, ddA_k += the sum of G over the rectangle of k
+    (:func:`rectangle_sums_`)."""
     R, P, G, q, nc, N = lay.rows, lay.headdim, lay.groups, lay.q, lay.n_chunks, lay.dstate
     dCB = lay.zeros(R, G, nc, q, q)
-    buffer = _block_buffer(lay)
+    masks, buffer = _block_buffer(lay), _block_buffer(lay)
     for r, heads, grp, rev in head_blocks(lay):
-        e, CB_block = mask[r, heads], CB[r, grp]
+        s, CB_block = cum.dA_cumsum[r, heads], CB[r, grp]
+        e = decay_mask(s, rev, cum.monotone, cum.split,
+                       out=masks[:s.numel() * q].view(*s.shape, q))
         work = torch.mul(e, CB_block, out=buffer[:e.numel()].view(e.shape))
         work3, dy3, x3 = (t.view(-1, q, t.shape[-1]) for t in (work, dy[r, heads],
                                                                x_dt[r, heads]))
