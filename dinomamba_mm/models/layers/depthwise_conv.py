@@ -10,10 +10,10 @@ def _taps(x: torch.Tensor, taps: torch.Tensor, bias: Optional[torch.Tensor],
           causal: bool) -> torch.Tensor:
     """out_t = bias + sum_s w_{K-1-s} x_{t-s} (causal) or x_{t+s} (anti-causal), s = 0..K-1.
 
-    x (B, L, C), taps (K, C) contiguous (the weight transposed: a strided weight column makes
-    every multiply-add ~3x slower), bias (C,) or None; zeros outside the sequence. K
-    multiply-adds on shifted slices: a depthwise conv over (B, C, L) is slower on CPU and needs
-    transposes.
+    x (B, L, C) with contiguous rows of C (a slice of a wider tensor reads as fast as a copy),
+    taps (K, C) contiguous (the weight transposed: a strided weight column makes every
+    multiply-add ~3x slower), bias (C,) or None; zeros outside the sequence. K multiply-adds on
+    shifted slices: a depthwise conv over (B, C, L) is slower on CPU and needs transposes.
     """
     length, width = x.shape[1], taps.shape[0]
     if bias is None:
@@ -31,22 +31,22 @@ def _taps(x: torch.Tensor, taps: torch.Tensor, bias: Optional[torch.Tensor],
 
 class _DepthwiseConvSiLU(torch.autograd.Function):
     """silu(taps(x)) with a hand-written backward (autograd through the in-place taps on
-    slices would copy the whole gradient once per tap)."""
+    slices would copy the whole gradient once per tap) that keeps only x, as given (a view of a
+    wider tensor costs no memory of its own), and recomputes the pre-activation."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                 causal: bool) -> torch.Tensor:
         taps = weight.t().contiguous()
-        pre = _taps(x, taps, bias, causal)
-        ctx.causal, ctx.has_bias = causal, bias is not None
-        ctx.save_for_backward(x, taps, pre)
-        return F.silu(pre)
+        ctx.causal = causal
+        ctx.save_for_backward(x, taps, bias)
+        return F.silu(_taps(x, taps, bias, causal), inplace=True)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor):
-        x, taps, pre = ctx.saved_tensors
-        grad_pre = torch.ops.aten.silu_backward(grad, pre)
+        x, taps, bias = ctx.saved_tensors
+        grad_pre = torch.ops.aten.silu_backward(grad, _taps(x, taps, bias, ctx.causal))
         # d out_t / d x_j = w_{K-1-|t-j|} on the causal side: the taps of the other direction
         grad_x = _taps(grad_pre, taps, None, not ctx.causal)
         length, width = x.shape[1], taps.shape[0]
@@ -60,7 +60,7 @@ class _DepthwiseConvSiLU(torch.autograd.Function):
             else:
                 prod = grad_pre[:, :length - shift] * x[:, shift:]
             grad_taps[width - 1 - shift] = prod.sum((0, 1))
-        grad_b = grad_pre.sum((0, 1)) if ctx.has_bias else None
+        grad_b = grad_pre.sum((0, 1)) if bias is not None else None
         return grad_x, grad_taps.t(), grad_b, None
 
 
@@ -73,7 +73,8 @@ def depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     flipped back (out_t reads x_t .. x_{t+K-1}).
 
     Args:
-        x: (B, L, C); best contiguous (the taps on a strided slice run much slower).
+        x: (B, L, C), rows of C contiguous (e.g. a slice of a wider projection; kept as it is
+            for the backward pass).
         weight: (C, K), e.g. ``conv.weight[:, 0]`` of a depthwise nn.Conv1d.
         bias: (C,) or None.
         causal: direction of the window.

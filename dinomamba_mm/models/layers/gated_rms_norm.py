@@ -1,9 +1,75 @@
 """Gated RMSNorm of Mamba-2: RMS normalisation combined with a SiLU gate."""
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+Tensor = torch.Tensor
+
+
+def gated_rms_norm(x: Tensor, z: Optional[Tensor], weight: Tensor, eps: float,
+                   group_size: int, norm_before_gate: bool) -> Tuple[Tensor, Tensor]:
+    """The norm without autograd, one new (..., C) tensor updated in place.
+
+    Returns:
+        the output in x's dtype and the inverse RMS (..., C / group_size, 1) in the compute
+        dtype (float32, or float64 for float64 x).
+    """
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    if z is not None and not norm_before_gate:
+        out = F.silu(z.to(dtype)).mul_(x)
+    else:
+        out = x.to(dtype, copy=True)
+    groups = out.unflatten(-1, (-1, group_size))
+    rstd = torch.linalg.vector_norm(groups, dim=-1, keepdim=True).pow_(2)
+    groups.mul_(rstd.div_(group_size).add_(eps).rsqrt_())
+    out.mul_(weight.to(dtype))
+    if z is not None and norm_before_gate:
+        out.mul_(F.silu(z.to(dtype)))
+    return out.to(x.dtype), rstd
+
+
+class _GatedRMSNorm(torch.autograd.Function):
+    """:func:`gated_rms_norm` with a hand-written backward that keeps only x, z and the inverse
+    RMS: the gated product, the normalised values and the SiLU are recomputed (autograd would
+    keep four (..., C) tensors)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, z: Optional[Tensor], weight: Tensor, eps: float,
+                group_size: int, norm_before_gate: bool) -> Tensor:
+        out, rstd = gated_rms_norm(x, z, weight, eps, group_size, norm_before_gate)
+        ctx.save_for_backward(x, z, weight, rstd)
+        ctx.options = group_size, norm_before_gate
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout: Tensor) -> Tuple[Optional[Tensor], ...]:
+        x, z, weight, rstd = ctx.saved_tensors
+        group_size, norm_before_gate = ctx.options
+        dtype = rstd.dtype
+        xc, w, dout = x.to(dtype), weight.to(dtype), dout.to(dtype)
+        gate = None if z is None else F.silu(z.to(dtype))
+        gate_first = gate is not None and not norm_before_gate
+        normed = xc * gate if gate_first else xc.clone()
+        normed.unflatten(-1, (-1, group_size)).mul_(rstd)  # (..., C)
+        dz = None
+        if gate is not None and norm_before_gate:  # out = normed * w * silu(z)
+            dz = torch.ops.aten.silu_backward(dout * normed * w, z.to(dtype))
+            dout = dout * gate
+        d_weight = torch.linalg.vecdot(dout.reshape(-1, dout.shape[-1]).t(),
+                                       normed.reshape(-1, normed.shape[-1]).t())
+        dn = (dout * w).unflatten(-1, (-1, group_size))
+        grouped = normed.unflatten(-1, (-1, group_size))
+        mean = torch.linalg.vecdot(dn, grouped).unsqueeze(-1).div_(group_size)
+        dg = torch.addcmul(dn, grouped, mean, value=-1).mul_(rstd).flatten(-2)
+        if gate_first:  # normed = x * silu(z) * rstd
+            dz = torch.ops.aten.silu_backward(dg * xc, z.to(dtype))
+            dg = dg.mul_(gate)
+        return (dg.to(x.dtype), None if dz is None else dz.to(z.dtype),
+                d_weight.to(weight.dtype), None, None, None)
 
 
 class GatedRMSNorm(nn.Module):
@@ -43,34 +109,11 @@ class GatedRMSNorm(nn.Module):
         if x.shape[-1] != self.num_channels:
             raise ValueError(f'x must have {self.num_channels} channels in its last dim, got '
                              f'shape {tuple(x.shape)}')
-        compute_dtype = torch.promote_types(x.dtype, torch.float32)
-        if not torch.is_grad_enabled():
-            return self._forward_in_place(x, z, compute_dtype)
-        out = x.to(compute_dtype)
-        if z is not None and not self.norm_before_gate:
-            out = out * F.silu(z.to(compute_dtype))
-        groups = out.unflatten(-1, (-1, self.group_size))
-        groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
-        out = groups.flatten(-2) * self.weight.to(compute_dtype)
-        if z is not None and self.norm_before_gate:
-            out = out * F.silu(z.to(compute_dtype))
-        return out.to(x.dtype)
-
-    def _forward_in_place(self, x: torch.Tensor, z: Optional[torch.Tensor],
-                          compute_dtype: torch.dtype) -> torch.Tensor:
-        """The forward without autograd: one new (..., C) tensor, updated in place."""
-        gate_first = z is not None and not self.norm_before_gate
-        if gate_first:
-            out = F.silu(z.to(compute_dtype)).mul_(x)
-        else:
-            out = x.to(compute_dtype, copy=True)
-        groups = out.unflatten(-1, (-1, self.group_size))
-        mean_square = torch.linalg.vector_norm(groups, dim=-1, keepdim=True).pow_(2)
-        groups.mul_(mean_square.div_(self.group_size).add_(self.eps).rsqrt_())
-        out.mul_(self.weight.to(compute_dtype))
-        if z is not None and self.norm_before_gate:
-            out.mul_(F.silu(z.to(compute_dtype)))
-        return out.to(x.dtype)
+        if torch.is_grad_enabled():
+            return _GatedRMSNorm.apply(x, z, self.weight, self.eps, self.group_size,
+                                       self.norm_before_gate)
+        return gated_rms_norm(x, z, self.weight, self.eps, self.group_size,
+                              self.norm_before_gate)[0]
 
     def extra_repr(self) -> str:
         return (f'{self.num_channels}, eps={self.eps}, group_size={self.group_size}, '

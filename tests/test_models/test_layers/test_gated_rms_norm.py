@@ -42,3 +42,21 @@ def test_no_grad_path_leaves_inputs_alone_and_keeps_dtype():
     assert out.dtype == torch.bfloat16
     assert torch.equal(x, x_before) and torch.equal(z, z_before)
     torch.testing.assert_close(out, norm(x, z))
+
+
+@pytest.mark.parametrize('norm_before_gate', [False, True])
+@pytest.mark.parametrize('gated', [False, True])
+def test_gradients_pass_gradcheck(norm_before_gate, gated):
+    """The hand-written backward (x, z and the weight) against finite differences, two groups of
+    three channels."""
+    torch.manual_seed(0)
+    norm = GatedRMSNorm(6, eps=1e-5, group_size=3, norm_before_gate=norm_before_gate)
+    x = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True) if gated else None
+    weight = torch.randn(6, dtype=torch.float64, requires_grad=True)
+
+    def run(x, weight, z=None):
+        return torch.func.functional_call(norm, {'weight': weight}, (x, z))
+
+    inputs = (x, weight, z) if gated else (x, weight)
+    assert torch.autograd.gradcheck(run, inputs, eps=1e-6, atol=1e-7)
