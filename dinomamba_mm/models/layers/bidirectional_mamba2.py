@@ -1,6 +1,7 @@
 """Bidirectional Mamba-2 (SSD) token mixer of DinoVim ("v2" bidirectionality of Vision Mamba)."""
+import contextlib
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -14,6 +15,47 @@ from .gated_rms_norm import GatedRMSNorm
 #: keyword arguments of :func:`dinomamba_mm.ops.ssd.ssd_mixing_matrix` found in each direction's
 #: dict returned by :meth:`BidirectionalMamba2Mixer.ssd_inputs`.
 MIXING_MATRIX_KEYS = ('dt', 'A', 'B', 'C', 'dt_bias', 'dt_softplus', 'dt_limit', 'reverse')
+
+
+class _RebuiltWhenRead:
+    """Saved-tensor hooks under which autograd keeps a recipe instead of any tensor that views
+    one of the given storages: the backward pass rebuilds that storage's tensor from its source
+    (once) when it reads one of them. Every other tensor, and the sources, go through the hooks
+    that were active before (activation checkpointing, offloading, ...), if any.
+
+    Args:
+        rebuilds (dict): ``{tensor.untyped_storage().data_ptr(): (rebuild, source)}``;
+            ``rebuild(source)``, run without autograd, returns a tensor with the same storage
+            layout.
+    """
+
+    def __init__(self, rebuilds: Dict[int, Tuple[Callable[[torch.Tensor], torch.Tensor],
+                                                 torch.Tensor]]):
+        # torch.utils.checkpoint finds the hooks it nests in the same way (torch 2.14)
+        outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        self.outer_pack, self.outer_unpack = outer or (None, None)
+        self.recipes = {ptr: [rebuild, self._outer(source), None]
+                        for ptr, (rebuild, source) in rebuilds.items()}
+
+    def _outer(self, t: torch.Tensor):
+        return t if self.outer_pack is None else self.outer_pack(t)
+
+    def pack(self, t: torch.Tensor):
+        recipe = self.recipes.get(t.untyped_storage().data_ptr())
+        if recipe is None:
+            return self._outer(t)
+        return recipe, t.storage_offset(), t.shape, t.stride()
+
+    def unpack(self, packed) -> torch.Tensor:
+        if not (isinstance(packed, tuple) and len(packed) == 4 and packed[0] in
+                self.recipes.values()):
+            return packed if self.outer_unpack is None else self.outer_unpack(packed)
+        recipe, offset, shape, stride = packed
+        if recipe[2] is None:
+            source = recipe[1] if self.outer_unpack is None else self.outer_unpack(recipe[1])
+            with torch.no_grad():
+                recipe[2] = recipe[0](source)
+        return recipe[2].as_strided(shape, stride, offset)
 
 
 def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
@@ -69,9 +111,9 @@ class BidirectionalMamba2Mixer(nn.Module):
         norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
         norm_eps: epsilon of the gated norms.
         ssd_impl: implementation passed to the SSD op (None: its automatic choice).
-        segment_len: longest segment of the no-grad path (None, the default: always the whole
-            sequence). Segments cost ~13 % of the forward time at 2305 tokens on CPU and cut
-            the activation peak ~2.4x; the dense-prediction configs set 512.
+        segment_len: longest segment of the no-grad path (None: always the whole sequence).
+            512, the default, cuts DinoVim-T's no-grad peak ~2x at 768-1024 px, below ViT's,
+            at no measurable cost in time on CPU (docs/benchmarks.md).
     """
 
     def __init__(self,
@@ -92,7 +134,7 @@ class BidirectionalMamba2Mixer(nn.Module):
                  norm_before_gate: bool = False,
                  norm_eps: float = 1e-5,
                  ssd_impl: Optional[str] = None,
-                 segment_len: Optional[int] = None) -> None:
+                 segment_len: Optional[int] = 512) -> None:
         super().__init__()
         d_inner = expand * embed_dims
         if d_inner % headdim != 0:
@@ -162,15 +204,16 @@ class BidirectionalMamba2Mixer(nn.Module):
                 b.unflatten(-1, (self.ngroups, self.d_state)),
                 c.unflatten(-1, (self.ngroups, self.d_state)))
 
+    def _convolved(self, xbc: torch.Tensor):
+        """Forward then backward, (x, B, C) of :meth:`_split_xbc` after that direction's
+        convolution of xbc (B, L, d_inner + 2GN)."""
+        return [self._split_xbc(self._conv(xbc, conv, causal=not backward))
+                for backward, conv in ((False, self.conv1d), (True, self.conv1d_b))]
+
     def _project(self, u: torch.Tensor):
-        """z (B, L, d_inner), dt (B, L, H) and, forward then backward, (x, B, C) of
-        :meth:`_split_xbc` after that direction's convolution, for the mixer input u."""
-        z, xbc, dt = torch.split(self.in_proj(u), [self.d_inner, self.conv_dim, self.num_heads],
-                                 dim=-1)
-        xbc = xbc.contiguous()
-        return z, dt, [self._split_xbc(self._conv(xbc, self._direction(backward)[0],
-                                                  causal=not backward))
-                       for backward in (False, True)]
+        """z (B, L, d_inner), xBC (B, L, d_inner + 2GN) and dt (B, L, H) of the mixer input u."""
+        return torch.split(self.in_proj(u), [self.d_inner, self.conv_dim, self.num_heads],
+                           dim=-1)
 
     def ssd_inputs(self, u: torch.Tensor) -> Dict[str, object]:
         """Per-direction inputs of the SSD scans for the mixer input ``u`` (for analysis).
@@ -187,7 +230,8 @@ class BidirectionalMamba2Mixer(nn.Module):
             ``reverse`` (False forward, True backward). All in input token order; the scan of a
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
-        z, dt, per_direction = self._project(u)
+        z, xbc, dt = self._project(u)
+        per_direction = self._convolved(xbc)
         directions = {}
         for name, backward, (x, b, c) in zip(('forward', 'backward'), (False, True),
                                              per_direction):
@@ -210,14 +254,41 @@ class BidirectionalMamba2Mixer(nn.Module):
         if (self.segment_len is not None and u.shape[1] > self.segment_len
                 and not torch.is_grad_enabled()):
             return self._forward_in_segments(u)
-        z, dt, ((x_f, B_f, C_f), (x_b, B_b, C_b)) = self._project(u)
-        (_, A_f, D_f, bias_f), (_, A_b, D_b, bias_b) = (self._direction(b) for b in (False, True))
-        y_fwd, y_bwd = ssd_scan_bidirectional(
-            (x_f, x_b), dt, (A_f, A_b), (B_f, B_b), (C_f, C_b), chunk_size=self.chunk_size,
-            D=(D_f, D_b), dt_bias=(bias_f, bias_b), dt_softplus=True, dt_limit=self.dt_limit,
-            impl=self.ssd_impl)
-        y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)) / 2
+        z, xbc, dt = self._project(u)
+        y_fwd, y_bwd = self._scan(xbc, dt)
+        y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)).div_(2)
         return self.out_proj(y)
+
+    def _scan(self, xbc: torch.Tensor, dt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """y_fwd, y_bwd (B, L, H, P) of both directions' scans of in_proj's xbc and dt.
+
+        For the backward pass the mixer keeps, besides its input, in_proj's output (z, xbc, dt),
+        the scans' outputs (the gated norms' inputs) and out_proj's input: the convolutions keep
+        their input view and recompute their pre-activation, the norms recompute from (y, z) and
+        the scan from its inputs, and the convolved x, B, C that the scan keeps are rebuilt from
+        xbc when its backward reads them, as mamba_ssm's fused mixer does.
+        """
+        convolved = self._convolved(xbc)
+        (x_f, B_f, C_f), (x_b, B_b, C_b) = convolved
+        (_, A_f, D_f, bias_f), (_, A_b, D_b, bias_b) = (self._direction(b) for b in (False, True))
+        with self._rebuilt_when_read(xbc, [x_f, x_b]):
+            return ssd_scan_bidirectional(
+                (x_f, x_b), dt, (A_f, A_b), (B_f, B_b), (C_f, C_b), chunk_size=self.chunk_size,
+                D=(D_f, D_b), dt_bias=(bias_f, bias_b), dt_softplus=True,
+                dt_limit=self.dt_limit, impl=self.ssd_impl)
+
+    def _rebuilt_when_read(self, xbc: torch.Tensor, outputs: Sequence[torch.Tensor]):
+        """The context in which autograd keeps recipes for the convolutions' ``outputs`` (forward,
+        backward direction; any view of them) instead of the tensors."""
+        if not torch.is_grad_enabled() or torch.compiler.is_compiling():
+            return contextlib.nullcontext()
+        hooks = _RebuiltWhenRead({
+            out.untyped_storage().data_ptr(): (
+                lambda source, conv=conv, causal=not backward: self._conv(source, conv, causal),
+                xbc)
+            for out, conv, backward in zip(outputs, (self.conv1d, self.conv1d_b),
+                                           (False, True))})
+        return torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack)
 
     def _segments(self, length: int) -> List[Tuple[int, int]]:
         """[start, end) of balanced segments of at most ``segment_len`` tokens."""
@@ -275,7 +346,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         proj = F.linear(u[:, first:last], self.in_proj.weight[rows], bias)
         z_width = proj.shape[-1] - self.conv_dim - self.num_heads  # 0 backward, d_inner forward
         inside = slice(start - first, end - first)
-        window = proj[..., z_width:z_width + self.conv_dim].contiguous()
+        window = proj[..., z_width:z_width + self.conv_dim]
         x, b, c = self._split_xbc(self._conv(window, conv, causal=not backward)[:, inside])
         y, state = ssd_scan(
             x, proj[:, inside, -self.num_heads:], A, b, c,

@@ -197,3 +197,58 @@ def test_the_mixer_refuses_a_dt_range_it_cannot_initialise():
         BidirectionalMamba2Mixer(32, d_state=8, headdim=8, dt_min=0.5, dt_max=0.1)
     with pytest.raises(ValueError, match=r'dt_min must be a number in \(0, inf\], got 0'):
         BidirectionalMamba2Mixer(32, d_state=8, headdim=8, dt_min=0, dt_max=0.1)
+
+
+def _oracle_scan_both(x, dt, A, B, C, chunk_size, D, dt_bias, dt_softplus, dt_limit, impl):
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    return tuple(
+        ssd_scan_naive(x[i], dt, A[i], B[i], C[i], D=D[i], dt_bias=dt_bias[i],
+                       dt_softplus=dt_softplus, reverse=bool(i)) for i in range(2))
+
+
+def test_backward_keeps_in_proj_output_and_scan_outputs_only(monkeypatch):
+    """For the backward pass a mixer keeps its input u, in_proj's output, both scans' outputs
+    and out_proj's input (the convolutions, gates, norms and the scan's intermediates are
+    recomputed; the convolved x, B, C are rebuilt); the scan runs once, and every gradient
+    matches the float64 recurrence."""
+    import copy
+
+    import dinomamba_mm.models.layers.bidirectional_mamba2 as mixer_module
+    from dinomamba_mm.ops.ssd import chunk
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(16, d_state=8, headdim=8, chunk_size=16, ssd_impl='torch')
+    _randomise(mixer, seed=5)
+    reference = copy.deepcopy(mixer).double()
+    u = torch.randn(2, 40, 16, requires_grad=True)
+    params = {p.untyped_storage().data_ptr() for p in mixer.parameters()}
+    saved = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    scans = []
+    forward = chunk.forward
+    monkeypatch.setattr(chunk, 'forward', lambda *args: scans.append(1) or forward(*args))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = mixer(u)
+    tokens = u.shape[0] * u.shape[1]
+    # u, in_proj's output, y_fwd, y_bwd, out_proj's input and each norm's inverse RMS (float32)
+    per_token = 4 * (mixer.embed_dims + mixer.in_proj.out_features + 3 * mixer.d_inner
+                     + 2 * mixer.ngroups)
+    taps = 2 * 4 * mixer.d_conv * mixer.conv_dim  # each conv's transposed weight
+    assert sum(saved.values()) <= tokens * per_token + taps + 256, sorted(saved.values())
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * weights).sum().backward()
+    assert len(scans) == 1
+
+    monkeypatch.setattr(mixer_module, 'ssd_scan_bidirectional', _oracle_scan_both)
+    u_ref = u.detach().double().requires_grad_()
+    (reference(u_ref) * weights.double()).sum().backward()
+    grads = [('u', u.grad, u_ref.grad)] + [
+        (name, p.grad, p_ref.grad) for (name, p), p_ref in zip(mixer.named_parameters(),
+                                                                 reference.parameters())]
+    for name, grad, expected in grads:
+        err = (grad.double() - expected).abs().max() / expected.abs().max().clamp(min=1)
+        assert err < 1e-4, f'd{name}: {err:.2e}'
