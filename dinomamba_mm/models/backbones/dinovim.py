@@ -150,9 +150,8 @@ class DinoVim(BaseModule):
         mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
             defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
             dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
-            ssd_impl None, segment_len None (an int: no-grad sequences longer than this run
-            in segments of at most this many tokens: less memory, same result, a little
-            slower; the UperNet / Cascade Mask R-CNN configs set 512).
+            ssd_impl None, segment_len 512 (no-grad sequences longer than this run in segments
+            of at most this many tokens: less memory, same result; None: in one pass).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
             checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
             :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
@@ -441,11 +440,12 @@ class DinoVim(BaseModule):
 
     def activation_bytes(self, inputs: torch.Tensor) -> int:
         """A lower bound of the activation memory a forward (and backward, when grad is enabled)
-        of ``inputs`` (B, C, H, W) takes: the residual stream, one mixer's in_proj output and,
-        per scan direction, its conv output, its output and the chunk scan's (Q x Q per chunk)
-        products, over a segment when the mixer runs in segments, and kept for every block when
-        grad is enabled (only the block inputs with ``with_cp``). Measured CPU peaks are
-        1.2-3.5x it (4.5x with ``with_cp``).
+        of ``inputs`` (B, C, H, W) takes: the residual stream and one mixer's working set (its
+        in_proj output and, per scan direction, its conv output, its output and the chunk
+        scan's (Q x Q per chunk) products, over a segment when the mixer runs in segments);
+        with grad, also what every block keeps for the backward pass (its input and normalised
+        input, in_proj's output, both scans' outputs and out_proj's input; only the block
+        inputs with ``with_cp``). Measured CPU peaks are 1.2-3.5x it (4.5x with ``with_cp``).
         """
         mixer = self.layers[0].mixer
         height, width = (-(-s // self.patch_size) for s in inputs.shape[-2:])
@@ -455,11 +455,11 @@ class DinoVim(BaseModule):
         per_direction = mixer.conv_dim + mixer.d_inner + mixer.num_heads * min(
             mixer.chunk_size, segment)
         block = tokens * mixer.in_proj.out_features + 2 * segment * per_direction
+        block += 2 * tokens * self.embed_dims
         if grad:
-            block = (self.num_layers * tokens * self.embed_dims + block if self.with_cp else
-                     self.num_layers * (block + 2 * tokens * self.embed_dims))
-        else:
-            block += 2 * tokens * self.embed_dims
+            kept = self.embed_dims if self.with_cp else (
+                2 * self.embed_dims + mixer.in_proj.out_features + 3 * mixer.d_inner)
+            block += self.num_layers * tokens * kept
         device = inputs.device.type
         itemsize = 2 if device in ('cpu', 'cuda') and torch.is_autocast_enabled(device) else 4
         return len(inputs) * block * itemsize
@@ -476,10 +476,10 @@ class DinoVim(BaseModule):
             f'{type(self).__name__}: an input of shape {tuple(inputs.shape)} needs at least '
             f'{needed / 2**30:.1f} GiB of activation memory ({"training" if grad else "no-grad"} '
             f'forward), {available / 2**30:.1f} GiB is available on {inputs.device}. Lower it '
-            'with a smaller batch or input size, ' + (
-                '--cfg-options model.backbone.with_cp=True (activation checkpointing)' if grad
-                else '--cfg-options model.backbone.mixer_cfg.segment_len=512 (segmented '
-                'forward)'))
+            'with a smaller batch or input size' + (
+                ', --cfg-options model.backbone.with_cp=True (activation checkpointing)' if grad
+                else ', --cfg-options model.backbone.mixer_cfg.segment_len=512 (segmented '
+                'forward)' if self.layers[0].mixer.segment_len is None else ''))
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type).
