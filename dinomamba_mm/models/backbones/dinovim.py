@@ -150,8 +150,9 @@ class DinoVim(BaseModule):
         mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
             defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
             dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
-            ssd_impl None, segment_len 512 (no-grad sequences longer than this run in segments
-            of at most this many tokens: less memory, same result; None: in one pass).
+            ssd_impl None, segment_len None (an int: no-grad sequences longer than this run
+            in segments of at most this many tokens: less memory, same result, a little
+            slower; the UperNet / Cascade Mask R-CNN configs set 512).
         init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
             checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
             :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).

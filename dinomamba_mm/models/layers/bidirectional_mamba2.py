@@ -111,9 +111,10 @@ class BidirectionalMamba2Mixer(nn.Module):
         norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
         norm_eps: epsilon of the gated norms.
         ssd_impl: implementation passed to the SSD op (None: its automatic choice).
-        segment_len: longest segment of the no-grad path (None: always the whole sequence).
-            512, the default, cuts DinoVim-T's no-grad peak ~2x at 768-1024 px, below ViT's,
-            at no measurable cost in time on CPU (docs/benchmarks.md).
+        segment_len: longest segment of the no-grad path (None, the default: always the whole
+            sequence). 512 cuts DinoVim-T's no-grad peak 2.5-3x at 768-1024 px, below ViT's,
+            for ~20 % more forward time at 1025 tokens on CPU (docs/benchmarks.md); the
+            dense-prediction configs set it.
     """
 
     def __init__(self,
@@ -134,7 +135,7 @@ class BidirectionalMamba2Mixer(nn.Module):
                  norm_before_gate: bool = False,
                  norm_eps: float = 1e-5,
                  ssd_impl: Optional[str] = None,
-                 segment_len: Optional[int] = 512) -> None:
+                 segment_len: Optional[int] = None) -> None:
         super().__init__()
         d_inner = expand * embed_dims
         if d_inner % headdim != 0:

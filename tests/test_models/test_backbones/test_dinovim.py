@@ -297,7 +297,7 @@ def test_an_input_too_large_for_the_memory_is_refused_before_the_forward(monkeyp
     from dinomamba_mm.models.backbones import dinovim as dinovim_module
     monkeypatch.setattr(dinovim_module, 'available_memory', lambda device: 2**30)
     model = DinoVim(arch=dict(embed_dims=64, num_layers=2, headdim=16, d_state=16),
-                    img_size=64, patch_size=16, mixer_cfg=dict(segment_len=None))
+                    img_size=64, patch_size=16)
     inputs = torch.empty(1, 3, 8192, 8192, device='meta')  # nothing allocated
     with torch.no_grad():
         needed = model.activation_bytes(inputs) / 2**30
@@ -320,7 +320,7 @@ def test_dinovim_b_at_8192_needs_more_than_13_gib_without_segments():
     """Hand count, no grad: 262,145 tokens x (2 x 768 residual + 3224 in_proj + 2 x (1664 conv
     + 1536 y + 24 heads x 64 chunk products)) x 4 bytes = 13.9 GiB (chunk_size 64)."""
     model = DinoVim(arch=dict(embed_dims=768, num_layers=1, headdim=64, d_state=64),
-                    img_size=32, patch_size=16, mixer_cfg=dict(segment_len=None))
+                    img_size=32, patch_size=16)
     with torch.no_grad():
         needed = model.activation_bytes(torch.empty(1, 3, 8192, 8192, device='meta'))
     assert needed == 262145 * (2 * 768 + 3224 + 2 * (1664 + 1536 + 24 * 64)) * 4
