@@ -3,6 +3,7 @@
     python tools/benchmarks/backbones.py                      # 224 / 448 / 768 / 1024 px
     python tools/benchmarks/backbones.py --sizes 224 448 --modes fwd
     python tools/benchmarks/backbones.py --device cuda --sizes 224 1248   # the Triton SSD path
+    python tools/benchmarks/backbones.py --saved-tensors --sizes 512 --models DinoVim-T ViT
 
 Models (float32 unless --amp, eval mode, out_type='raw' so that the backward pass covers every
 token): DinoVim-T (arch 'tiny'; +seg512: no-grad mixers in 512-token segments as the dense
@@ -10,7 +11,9 @@ configs run them; +cp: activation checkpointing), LinearViT and ViT with the sam
 and heads. Each (model, mode) runs in a fresh subprocess over the sizes in increasing order:
 one warm-up run, then the median of up to ``--repeats`` runs (fewer when a run exceeds
 ``--point-seconds`` / repeats), as process CPU time and wall time; ``--rounds`` R makes the
-models take turns R times and reports medians over the rounds. Peak memory: benchmark_utils.
+models take turns R times and reports medians over the rounds. Peak memory: benchmark_utils (on
+CPU with glibc's mmap threshold pinned; ``--malloc adaptive`` keeps glibc's default, and the
+resident set then holds the heap's fragmentation too).
 Prints a table per mode, the growth exponent of time in tokens, DinoVim / ViT ratios and,
 on CPU, torch.profiler's operator table of one DinoVim-T mixer at the largest size.
 """
@@ -25,8 +28,8 @@ import sys
 import torch
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_utils import (PeakMemory, Timer, machine_line, table_header,  # noqa: E402
-                             table_row)
+from benchmark_utils import (PeakMemory, Timer, add_malloc_option, machine_line,  # noqa: E402
+                             pin_malloc, table_header, table_row)
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
 EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512')  # only when named in --models
@@ -50,8 +53,11 @@ def build(name: str) -> torch.nn.Module:
 
 
 def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float, threads: int,
-           device: str = 'cpu', batch: int = 1, amp: bool = False) -> None:
+           device: str = 'cpu', batch: int = 1, amp: bool = False,
+           malloc: str = 'pinned') -> None:
     """Measure one model in one mode at every size; one JSON line per size on stdout."""
+    if malloc == 'pinned':
+        pin_malloc()
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = build(name).to(device)
@@ -85,6 +91,35 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float, thre
                               params=params, ms=1000 * statistics.median(wall),
                               cpu_ms=1000 * statistics.median(cpu), runs=runs,
                               peak_mb=memory.mib)), flush=True)
+
+
+def saved_tensors(name: str, size: int) -> str:
+    """What the first block of ``name`` keeps for its backward pass at ``size`` px, float32,
+    batch 1: a Markdown table of the tensors autograd saves (one row per storage; parameters
+    left out), with the line of our code or mmpretrain's that saved each."""
+    import traceback
+    model = build(name)
+    tokens = (size // 16)**2 + 1
+    x = torch.randn(1, tokens, model.embed_dims, requires_grad=True)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params and key not in storages:
+            frames = [f for f in traceback.extract_stack()[:-1]
+                      if '/torch/' not in f.filename and f.filename != __file__]
+            where = f'{osp.basename(frames[-1].filename)}:{frames[-1].lineno}' if frames else '?'
+            storages[key] = (t.untyped_storage().nbytes(), tuple(t.shape), where)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.layers[0](x)
+    rows = sorted(storages.values(), key=lambda r: -r[0])
+    lines = [table_header(['bytes / token', 'shape (one view of the storage)', 'saved at'])]
+    lines += [table_row([f'{n / tokens:.0f}', shape, where]) for n, shape, where in rows]
+    total = sum(r[0] for r in rows) / tokens
+    return '\n'.join(lines + [f'total: {total:.0f} bytes / token ({tokens} tokens)'])
 
 
 def profile_mixer(size: int) -> str:
@@ -167,6 +202,10 @@ def main() -> None:
                         help='skip the mixer profile at the largest size')
     parser.add_argument('--profile-only', action='store_true',
                         help='only the mixer profile at the largest size')
+    parser.add_argument('--saved-tensors', action='store_true',
+                        help='only what one block of each model keeps for backward, per tensor, '
+                        'at the largest size')
+    add_malloc_option(parser)
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = sorted(args.sizes)
@@ -174,10 +213,14 @@ def main() -> None:
         parser.error(f'--batch and --rounds must be >= 1, got {args.batch} and {args.rounds}')
     if args.worker:
         return worker(*args.worker, sizes, args.repeats, args.point_seconds, args.threads,
-                      args.device, args.batch, args.amp)
+                      args.device, args.batch, args.amp, args.malloc)
     if args.device == 'cuda' and not torch.cuda.is_available():
         parser.error('--device cuda: no CUDA device is available here')
     torch.set_num_threads(args.threads)
+    if args.saved_tensors:
+        for name in args.models:
+            print(f'\n{name}, first block, {sizes[-1]} px:\n{saved_tensors(name, sizes[-1])}')
+        return
     print('machine (start):', machine_line(args.device), flush=True)
     rounds = {}
     for round_ in range(args.rounds):
@@ -186,7 +229,7 @@ def main() -> None:
                 cmd = [sys.executable, __file__, '--worker', name, mode, '--repeats',
                        str(args.repeats), '--point-seconds', str(args.point_seconds),
                        '--threads', str(args.threads), '--device', args.device, '--batch',
-                       str(args.batch), '--sizes', *map(str, sizes)] + \
+                       str(args.batch), '--malloc', args.malloc, '--sizes', *map(str, sizes)] + \
                     (['--amp'] if args.amp else [])
                 proc = subprocess.run(cmd, capture_output=True, text=True)
                 if proc.returncode != 0:
@@ -208,6 +251,8 @@ def main() -> None:
         params = {r['model']: r['params'] for r in results.values()}
         print('\nparameters: ' + ', '.join(f'{m} {params[m] / 1e6:.1f}M' for m in params))
         setting = f"batch {args.batch}, {'bf16 autocast' if args.amp else 'float32'}"
+        if args.device == 'cpu':
+            setting += f', malloc {args.malloc}'
         for key, label in ((('cpu_ms', 'CPU time'), ) if args.device == 'cpu' else ()) + (
                 ('ms', 'wall time'), ):
             report(results, args.models, args.modes, sizes, key, label, setting)

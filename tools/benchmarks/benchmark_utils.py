@@ -66,6 +66,16 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f'{field} not in /proc/self/status')
 
 
+def add_malloc_option(parser) -> None:
+    """The ``--malloc`` option of the CPU benchmarks (see :func:`pin_malloc`)."""
+    parser.add_argument('--malloc', choices=('pinned', 'adaptive'), default='pinned',
+                        help="CPU: 'pinned' (default) pins glibc's mmap threshold, so that the "
+                             "peak memory is what the code allocates, and every large buffer "
+                             "costs fresh zeroed pages; 'adaptive' keeps glibc's default, as a "
+                             "training process runs: fewer page faults, and the resident set "
+                             "also holds the heap's fragmentation")
+
+
 def pin_malloc() -> None:
     """Keep glibc from caching big freed buffers (mmap threshold pinned at 256 KiB), so that the
     resident set's growth tracks what a call allocates."""

@@ -1,4 +1,5 @@
-"""Peak CPU memory of UperNet inference on DinoVim-T vs ViT-T at high resolution, side by side.
+"""Peak CPU memory of UperNet on DinoVim-T vs ViT-T, inference at high resolution or a training
+step at the crop size, side by side.
 
 Each model runs in a fresh process built from the ADE20K configs (configs/ade20k/upernet_*.py:
 DinoVim-T as configured; ViT-T = the ViT-B config with mmpretrain's 'deit-tiny' arch, 192 wide,
@@ -9,8 +10,11 @@ mixer runs the whole sequence at once instead of its no-grad segments). The figu
 is the rise of the resident set's high-water mark (VmHWM, reset through /proc/self/clear_refs
 after the model is built) during the forward pass, for the backbone alone and for the whole
 segmentor (backbone, Feature2Pyramid, UPerHead + FCN head, resize of the logits to the image).
+``--train``: one training step instead (train mode, ``loss`` on a batch of two SIZE x SIZE
+images with random labels, backward; the segments play no part with autograd).
 
     python tools/benchmarks/dense_memory.py [--size 1024] [--threads 2]
+    python tools/benchmarks/dense_memory.py --train --size 512
 """
 import argparse
 import json
@@ -59,16 +63,37 @@ def build_segmentor(name: str, size: int):
     return model
 
 
+def train_step(model, size: int) -> None:
+    """loss + backward of the segmentor on two random images with random labels."""
+    import torch
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    images = torch.randn(2, 3, size, size)
+    samples = []
+    for _ in range(2):
+        sample = SegDataSample(metainfo=dict(img_shape=(size, size), ori_shape=(size, size),
+                                             pad_shape=(size, size)))
+        sample.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, size, size)))
+        samples.append(sample)
+    model.train()
+    losses = model.loss(images, samples)
+    sum(v for k, v in losses.items() if 'loss' in k).backward()
+
+
 def worker(name: str, size: int, part: str, threads: int) -> dict:
     import torch
     torch.set_num_threads(threads)
     model = build_segmentor(name, size)
     image = torch.randn(1, 3, size, size)
     meta = [dict(img_shape=(size, size), ori_shape=(size, size), pad_shape=(size, size))]
-    run = (lambda: model.backbone(image)) if part == 'backbone' else \
-        (lambda: model.encode_decode(image, meta))
-    with PeakMemory() as memory, Timer() as timer, torch.no_grad():
-        run()
+    if part == 'train':
+        with PeakMemory() as memory, Timer() as timer:
+            train_step(model, size)
+    else:
+        run = (lambda: model.backbone(image)) if part == 'backbone' else \
+            (lambda: model.encode_decode(image, meta))
+        with PeakMemory() as memory, Timer() as timer, torch.no_grad():
+            run()
     params = sum(p.numel() for p in model.backbone.parameters())
     return dict(name=name, part=part, peak_rise_mib=memory.mib, seconds=timer.wall,
                 backbone_params_m=params / 1e6)
@@ -80,8 +105,11 @@ def main() -> None:
                         help='image side, a multiple of 16 (default 1024)')
     parser.add_argument('--threads', type=int, default=2,
                         help='torch threads of each measuring process (default 2)')
+    parser.add_argument('--train', action='store_true',
+                        help='one training step (batch 2) instead of inference')
     parser.add_argument('--worker', choices=sorted(CONFIGS), help=argparse.SUPPRESS)
-    parser.add_argument('--part', choices=('backbone', 'segmentor'), help=argparse.SUPPRESS)
+    parser.add_argument('--part', choices=('backbone', 'segmentor', 'train'),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.size % 16:
         raise ValueError(f'--size must be a multiple of 16, got {args.size}')
@@ -90,11 +118,17 @@ def main() -> None:
         return
 
     print(f'machine: {machine_line()}; measuring processes: {args.threads} threads')
-    print(f'UperNet inference on one {args.size}x{args.size} image '
-          f'({(args.size // 16)**2} tokens), mode whole, fresh process per run')
+    parts, names = ('backbone', 'segmentor'), list(CONFIGS)
+    if args.train:
+        parts, names = ('train', ), ['dinovim-t', 'vit-t']
+        print(f'UperNet training step on two {args.size}x{args.size} images, fresh process per '
+              'run')
+    else:
+        print(f'UperNet inference on one {args.size}x{args.size} image '
+              f'({(args.size // 16)**2} tokens), mode whole, fresh process per run')
     results = {}
-    for part in ('backbone', 'segmentor'):
-        for name in CONFIGS:
+    for part in parts:
+        for name in names:
             out = subprocess.run(
                 [sys.executable, __file__, '--worker', name, '--part', part, '--size',
                  str(args.size), '--threads', str(args.threads)],
@@ -104,8 +138,8 @@ def main() -> None:
     for (name, part), r in results.items():
         print(table_row([part, name, f'{r["backbone_params_m"]:.1f}',
                          f'{r["peak_rise_mib"]:.0f}', f'{r["seconds"]:.2f}']))
-    for part in ('backbone', 'segmentor'):
-        for name in ('dinovim-t', 'dinovim-t-whole'):
+    for part in parts:
+        for name in (n for n in names if n != 'vit-t'):
             ratio = (results[name, part]['peak_rise_mib']
                      / results['vit-t', part]['peak_rise_mib'])
             print(f'{part}: {name} / vit-t peak memory = {ratio:.2f}')

@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_utils import (PeakMemory, Timer, fmt, machine_line, pin_malloc,  # noqa: E402
-                             table_header, table_row)
+from benchmark_utils import (PeakMemory, Timer, add_malloc_option, fmt,  # noqa: E402
+                             machine_line, pin_malloc, table_header, table_row)
 
 from dinomamba_mm.ops.ssd import ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
@@ -266,12 +266,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     parser.add_argument('--baseline', metavar='FILE',
                         help='also time ssd_scan_bidirectional of this standalone module file')
-    parser.add_argument('--malloc', choices=('pinned', 'adaptive'), default='pinned',
-                        help="CPU: 'pinned' (default) pins glibc's mmap threshold so that the "
-                             "peak memory columns are measured, and every large buffer costs "
-                             "fresh zeroed pages; 'adaptive' keeps glibc's default, as a "
-                             "training process runs (times without most page faults, memory "
-                             "n/a)")
+    add_malloc_option(parser)  # memory n/a under 'adaptive'
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == 'cuda' and not torch.cuda.is_available():
