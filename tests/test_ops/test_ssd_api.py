@@ -150,9 +150,9 @@ class _Recorder:
     def __init__(self):
         self.calls = []
 
-    def forward(self, inp, keep):
-        self.calls.append((inp, keep))
-        return [torch.zeros(x.shape) for x in inp.x], [], []
+    def forward(self, inp):
+        self.calls.append(inp)
+        return [torch.zeros(x.shape) for x in inp.x], []
 
 
 @pytest.fixture
@@ -212,15 +212,15 @@ def test_dispatch_passes_the_contract_signature(inputs, recorder):
     options of the call."""
     ssd_scan(**inputs, chunk_size=32, dt_softplus=True, dt_limit=[0.0, 2.0],
              return_final_states=False, reverse=True, impl='triton')
-    inp, keep = recorder.calls[-1]
+    inp = recorder.calls[-1]
     for name in inp.TENSORS:  # A floored at MIN_A (a copy), the others as given
         (got, ) = getattr(inp, name)
         assert torch.equal(got, inputs[name]) if name == 'A' else got is inputs[name]
     assert (inp.reverse, inp.chunk_size, inp.dt_softplus, inp.dt_limit,
-            inp.return_final_states, keep) == ((True,), 32, True, (0.0, 2.0), False, False)
+            inp.return_final_states) == ((True,), 32, True, (0.0, 2.0), False)
     pair = {k: v for k, v in inputs.items() if k not in ('initial_states', 'z')}
     ssd_scan_bidirectional(**_bad(pair, x=(inputs['x'], inputs['z'])), impl='torch')
-    inp, _ = recorder.calls[-1]
+    inp = recorder.calls[-1]
     assert inp.x[0] is inputs['x'] and inp.x[1] is inputs['z']
     assert inp.dt == (inputs['dt'], inputs['dt']) and inp.z == (None, None)
     assert inp.reverse == (False, True)

@@ -170,7 +170,7 @@ def select_backend(impl: Optional[str], x: Tensor) -> str:
 
 
 def _backend(name: str):
-    """The module of a backend: ``forward``, ``backward`` and ``saved_like`` of a ScanInputs."""
+    """The module of a backend: ``forward`` and ``backward`` of a ScanInputs."""
     return importlib.import_module(f'.{"chunk" if name == "torch" else "triton_chunk"}',
                                    __package__)
 
@@ -192,18 +192,18 @@ def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_s
 def _scan(x: List[Tensor], dt: List[Tensor], A: List[Tensor], B: List[Tensor], C: List[Tensor],
           D: List[Optional[Tensor]], z: List[Optional[Tensor]], dt_bias: List[Optional[Tensor]],
           initial_states: List[Optional[Tensor]], reverse: List[bool], chunk_size: int,
-          dt_softplus: bool, dt_limit: List[float], return_final_states: bool, backend: str,
-          keep: bool) -> List[Tensor]:
+          dt_softplus: bool, dt_limit: List[float], return_final_states: bool,
+          backend: str) -> List[Tensor]:
     """The scan of every direction (the lists hold one entry per direction): [y (B, L, H, P) per
-    direction, final state (B, H, P, N) if asked for (one direction), the tensors the backward
-    reads (with ``keep``)]."""
+    direction, final state (B, H, P, N) if asked for (one direction)]. Nothing else is kept for
+    the backward pass, whose backends recompute from the inputs."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                        dt_softplus, dt_limit, return_final_states)
     # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
-    # mixed dtypes and make the saved tensors disagree with the backward's.
+    # mixed dtypes.
     with torch.autocast(device_type=x[0].device.type, enabled=False):
-        ys, finals, saved = _backend(backend).forward(inp, keep)
-    return [*ys, *finals, *saved]
+        ys, finals = _backend(backend).forward(inp)
+    return [*ys, *finals]
 
 
 _scan_op = torch.library.custom_op('dinomamba_mm::ssd_scan', _scan, mutates_args=())
@@ -211,14 +211,11 @@ _scan_op = torch.library.custom_op('dinomamba_mm::ssd_scan', _scan, mutates_args
 
 @_scan_op.register_fake
 def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size, dt_softplus,
-               dt_limit, return_final_states, backend, keep):
-    inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
-                       dt_softplus, dt_limit, return_final_states)
+               dt_limit, return_final_states, backend):
     batch, _, heads, headdim = x[0].shape
     finals = [x[0].new_empty((batch, heads, headdim, B[0].shape[3]), dtype=compute_dtype(x[0]))
               ] if return_final_states else []
-    saved = _backend(backend).saved_like(inp) if keep else []
-    return [*(t.new_empty(t.shape) for t in x), *finals, *saved]
+    return [*(t.new_empty(t.shape) for t in x), *finals]
 
 
 def _scan_backward(douts: List[Optional[Tensor]], d_final: Optional[Tensor], x: List[Tensor],
@@ -226,14 +223,14 @@ def _scan_backward(douts: List[Optional[Tensor]], d_final: Optional[Tensor], x: 
                    D: List[Optional[Tensor]], z: List[Optional[Tensor]],
                    dt_bias: List[Optional[Tensor]], initial_states: List[Optional[Tensor]],
                    reverse: List[bool], chunk_size: int, dt_softplus: bool,
-                   dt_limit: List[float], saved: List[Tensor], backend: str) -> List[Tensor]:
+                   dt_limit: List[float], backend: str) -> List[Tensor]:
     """Gradients of the inputs that are not None (``ScanInputs.present`` order) from those of y
     and of the final state (None where they got none)."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                        dt_softplus, dt_limit, d_final is not None)
     d_finals = [d_final] + [None] * (len(x) - 1)
     with torch.autocast(device_type=x[0].device.type, enabled=False):
-        grads = _backend(backend).backward(inp, saved, douts, d_finals)
+        grads = _backend(backend).backward(inp, douts, d_finals)
     # an op's outputs must not share memory (the backends hand out both directions' gradients
     # as views of one buffer where they can), and compiled graphs expect the fake's strides
     storages = set()
@@ -259,12 +256,10 @@ _TENSOR_ARGS = len(ScanInputs.TENSORS)
 
 def _setup_context(ctx, inputs, output) -> None:
     tensors, options = inputs[:_TENSOR_ARGS], inputs[_TENSOR_ARGS:]
-    reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend, _ = options
-    outputs = len(reverse) + int(return_final_states)
-    ctx.mark_non_differentiable(*output[outputs:])
+    reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend = options
     ctx.set_materialize_grads(False)
     ctx.lengths = [len(group) for group in tensors]
-    ctx.save_for_backward(*(t for group in tensors for t in group), *output[outputs:])
+    ctx.save_for_backward(*(t for group in tensors for t in group))
     ctx.options = (reverse, chunk_size, dt_softplus, dt_limit)
     ctx.directions, ctx.final, ctx.backend = len(reverse), return_final_states, backend
 
@@ -277,23 +272,20 @@ def _backward(ctx, grads):
         saved = saved[n:]
     n = ctx.directions
     douts, d_final = list(grads[:n]), grads[n] if ctx.final else None
-    found = iter(_scan_backward_op(douts, d_final, *groups, *ctx.options, saved, ctx.backend))
+    found = iter(_scan_backward_op(douts, d_final, *groups, *ctx.options, ctx.backend))
     # a list holding None is one leaf for the op's autograd wrapper: its gradient is one None
     return (*(None if None in group else [next(found) for _ in group] for group in groups),
-            *(None,) * 7)
+            *(None,) * 6)
 
 
 _scan_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _scan_reference(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
-                    dt_softplus, dt_limit, return_final_states, backend, keep) -> List[Tensor]:
+                    dt_softplus, dt_limit, return_final_states, backend) -> List[Tensor]:
     """The op as the chunked einsum listing of ``reference.py`` in the compute dtype, for
     exporters that cannot call a custom op (ONNX): no buffers, no data-dependent shortcuts."""
     from .reference import ssd_chunked_reference
-    if keep:
-        raise ValueError('the SSD scan was exported for a backward pass (tensors that require '
-                         'grad, grad mode on): export under torch.no_grad() to lower it')
     ys, finals = [], []
     for k in range(len(x)):
         out = ssd_chunked_reference(x[k], dt[k], A[k], B[k], C[k], chunk_size, D[k], z[k],
@@ -306,8 +298,7 @@ def _scan_reference(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chun
 
 def export_decompositions() -> dict:
     """``ExportedProgram.run_decompositions`` table that lowers the scan op to ATen ops (the
-    chunked reference), for ``torch.onnx.export`` of an exported program. Only for inference:
-    the lowered op saves nothing for a backward pass."""
+    chunked reference), for ``torch.onnx.export`` of an exported program."""
     return {torch.ops.dinomamba_mm.ssd_scan.default: _scan_reference}
 
 
@@ -316,11 +307,9 @@ def _run(directions: Sequence[dict], reverse: Sequence[bool], chunk_size: int,
     """The op over validated per-direction tensors (dicts of ScanInputs.TENSORS names)."""
     x = directions[0]['x']
     tensors = [[d[name] for d in directions] for name in ScanInputs.TENSORS]
-    keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                           for group in tensors for t in group)
     return _scan_op(*tensors, list(reverse), chunk_size, dt_softplus,
                     [float(dt_limit[0]), float(dt_limit[1])], return_final_states,
-                    select_backend(impl, x), keep)
+                    select_backend(impl, x))
 
 
 def ssd_scan(

@@ -5,9 +5,9 @@ Several directions of one call (the forward and the reverse scan of a bidirectio
 stacked along the batch and go through every stage together. Accumulation in float32 (float64
 for float64 inputs).
 
-Saved for the backward pass: the op's inputs only (and, with a gate, the gate's input y + D x).
-The backward recomputes dt', the running sums, the masks, CB and the states entering every
-chunk, as the Triton backend does: they cost ~9 KB a token per direction at DinoVim's sizes
+Saved for the backward pass: the op's inputs only. The backward recomputes dt', the running
+sums, the masks, CB, the states entering every chunk (and, with a gate, the gate's input), as
+the Triton backend does: they cost ~9 KB a token per direction at DinoVim's sizes
 (H = 8, P = N = Q = 64), more than the inputs themselves.
 """
 from typing import List, Optional, Tuple
@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from . import chunk_stages as stages
-from .scan_inputs import ScanInputs, compute_dtype
+from .scan_inputs import ScanInputs
 
 Tensor = torch.Tensor
 
@@ -34,45 +34,39 @@ def _recomputed(lay: stages.ChunkLayout, inp: ScanInputs):
     return cum, x_dt, decays, B_s, C_s, stages.chunk_cb(lay, B_s, C_s)
 
 
-def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+def forward(inp: ScanInputs) -> Tuple[List[Tensor], List[Tensor]]:
     """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state (B, H, P, N)
-    in the compute dtype; with ``keep`` and a gate the gate's input y + D x, the one tensor
-    :func:`backward` does not recompute from the inputs."""
+    in the compute dtype."""
     lay = _layout(inp)
-    y, finals = _scan(lay, inp)
-    out, gate_input = stages.chunk_scan_out_fwd(lay, y, inp, keep)
-    return out, finals, [gate_input] if gate_input is not None else []
+    y, finals = _scan(lay, inp, _recomputed(lay, inp), inp.return_final_states)
+    return stages.chunk_scan_out_fwd(lay, y, inp), finals
 
 
-def _scan(lay: stages.ChunkLayout, inp: ScanInputs) -> Tuple[Tensor, List[Tensor]]:
-    """y (R, H, Lp, P) before D x and the gate, and the final states: the intermediates are
-    freed on return, before the outputs are made."""
-    cum, x_dt, decays, B_s, C_s, CB = _recomputed(lay, inp)
+def _scan(lay: stages.ChunkLayout, inp: ScanInputs, recomputed: tuple,
+          want_final: bool) -> Tuple[Tensor, List[Tensor]]:
+    """y (R, H, Lp, P) before D x and the gate, and the final states (the intermediates of
+    :func:`_recomputed` are freed on return in the forward pass, before the outputs are made)."""
+    cum, x_dt, decays, B_s, C_s, CB = recomputed
     y = stages.chunk_scan_diag_fwd(lay, x_dt, CB, cum)
     finals, _ = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, y,
-                                         want_final=inp.return_final_states)
+                                         want_final=want_final)
     return y, finals
 
 
-def saved_like(inp: ScanInputs) -> List[Tensor]:
-    """Empty tensors shaped as the saved list of :func:`forward` with ``keep`` (for the op's
-    fake implementation; sizes may be symbolic)."""
-    if inp.z[0] is None:
-        return []
-    batch, length, heads, headdim = inp.x[0].shape
-    return [inp.x[0].new_empty((batch * len(inp.reverse), length, heads, headdim),
-                               dtype=compute_dtype(inp.x[0]))]
-
-
-def backward(inp: ScanInputs, saved_tensors: List[Tensor], douts: List[Optional[Tensor]],
+def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
              d_finals: List[Optional[Tensor]]) -> List[Tensor]:
     """Gradients of :meth:`ScanInputs.present` from those of each direction's y and final
     state (None where they got none)."""
     lay = _layout(inp)
-    cum, x_dt, decays, B_s, C_s, CB = _recomputed(lay, inp)
+    recomputed = _recomputed(lay, inp)
+    cum, x_dt, decays, B_s, C_s, CB = recomputed
+    gate_inputs = None
+    if inp.z[0] is not None:  # y + D x, which the gate's gradient reads
+        gate_inputs = stages.chunk_scan_out_fwd(lay, _scan(lay, inp, recomputed, False)[0], inp,
+                                                gate=False)
     _, states = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, None,
                                          want_final=False)
-    scan = stages.chunk_scan_out_bwd(lay, douts, (saved_tensors or [None])[0], inp)
+    scan = stages.chunk_scan_out_bwd(lay, douts, gate_inputs, inp)
     stages.chunk_scan_diag_bwd(lay, scan.dy, x_dt, B_s, C_s, cum, CB, scan)
     d_initial = stages.state_passing_bwd(lay, states, decays, x_dt, B_s, C_s, d_finals,
                                          [h is not None for h in inp.initial_states], scan)

@@ -681,23 +681,21 @@ def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
 
 
 def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, inp: ScanInputs,
-                       keep: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
+                       gate: bool = True) -> List[Tensor]:
     """Each direction's output (B, L, H, P) in x's dtype: y + D x, times silu(z) if gated;
-    with ``keep`` and a gate also y + D x (R, L, H, P) for the backward pass."""
-    gate_input = lay.new(lay.rows, lay.length, lay.heads, lay.headdim) \
-        if keep and inp.z[0] is not None else None
+    without ``gate``, y + D x in the compute dtype (the gate's input, for the backward pass)."""
     outs = []
     for x, D, z, d in zip(inp.x, inp.D, inp.z, lay.directions):
         y_d = y[d.rows, :, d.tokens].transpose(1, 2)
-        out = gate_input[d.rows] if gate_input is not None else lay.new(*x.shape)
+        out = lay.new(*x.shape)
         if D is None:
             out.copy_(y_d)
         else:
             torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out)
-        if z is not None:
-            out = out * F.silu(z.to(lay.dtype))
-        outs.append(out.to(x.dtype))
-    return outs, gate_input
+        if gate:
+            out = (out if z is None else out * F.silu(z.to(lay.dtype))).to(x.dtype)
+        outs.append(out)
+    return outs
 
 
 class ScanGrads(NamedTuple):
@@ -723,10 +721,10 @@ class ScanGrads(NamedTuple):
 
 
 def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
-                       gate_input: Optional[Tensor], inp: ScanInputs) -> ScanGrads:
-    """Backward of :func:`chunk_scan_out_fwd` for each direction's dout (B, L, H, P) or None:
-    dy (head-major, for the other stages), dD, dz; allocates the other gradients of
-    :class:`ScanGrads`."""
+                       gate_inputs: Optional[List[Tensor]], inp: ScanInputs) -> ScanGrads:
+    """Backward of :func:`chunk_scan_out_fwd` for each direction's dout (B, L, H, P) or None
+    (and, with a gate, each direction's gate input y + D x): dy (head-major, for the other
+    stages), dD, dz; allocates the other gradients of :class:`ScanGrads`."""
     R, H, P = lay.rows, lay.heads, lay.headdim
     dy = lay.new(R, H, lay.padded, P)
     dD: List[Optional[Tensor]] = []
@@ -748,7 +746,7 @@ def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
             zc = z.to(lay.dtype)
             sig = torch.sigmoid(zc)
             # d silu(z) / dz = sigmoid(z) (1 + z (1 - sigmoid(z)))
-            dz.append((dout_d * gate_input[d.rows] * sig * (1 + zc * (1 - sig))).to(z.dtype))
+            dz.append((dout_d * gate_inputs[k] * sig * (1 + zc * (1 - sig))).to(z.dtype))
             torch.mul(dout_d, sig.mul_(zc), out=dy_d)
         if D is None:
             dD.append(None)

@@ -289,9 +289,9 @@ def _states(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return dt, dA_cumsum, states, final
 
 
-def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+def forward(inp: ScanInputs) -> Tuple[List[Tensor], List[Tensor]]:
     """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state
-    (B, H, P, N) float32; nothing saved: :func:`backward` recomputes from the inputs."""
+    (B, H, P, N) float32 (:func:`backward` recomputes what it needs from the inputs)."""
     with _device(inp):
         inp = _kernel_inputs(inp)
         m = _Meta(inp)
@@ -299,14 +299,10 @@ def forward(inp: ScanInputs, keep: bool) -> Tuple[List[Tensor], List[Tensor], Li
         y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
     # one buffer holds both directions' outputs; an op's outputs must not share memory
     ys = [y[0]] + [y[k].clone() for k in range(1, m.directions)]
-    return ys, [final[0]] if inp.return_final_states else [], []
+    return ys, [final[0]] if inp.return_final_states else []
 
 
-def saved_like(inp: ScanInputs) -> List[Tensor]:
-    return []
-
-
-def backward(inp: ScanInputs, saved: List[Tensor], douts: List[Optional[Tensor]],
+def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
              d_finals: List[Optional[Tensor]]) -> List[Tensor]:
     """Gradients of :meth:`ScanInputs.present` from those of y and of the final state."""
     present = inp.present()

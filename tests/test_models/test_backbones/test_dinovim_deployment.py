@@ -34,9 +34,9 @@ def test_scan_op_registrations_pass_opcheck():
     op = torch.ops.dinomamba_mm.ssd_scan.default
     bidirectional = ([x, x], [dt, dt], [A, A], [B, C], [C, B], [D, D], [None, None],
                      [None, None], [None, None], [False, True], 16, True, [0.0, float('inf')],
-                     False, 'torch', True)
+                     False, 'torch')
     single = ([x], [dt], [A], [B], [C], [None], [x], [D], [rand(2, 4, 3, 5)], [True], 8, False,
-              [0.0, float('inf')], True, 'torch', True)
+              [0.0, float('inf')], True, 'torch')
     for args in (bidirectional, single):
         torch.library.opcheck(op, args, test_utils=('test_schema', 'test_autograd_registration',
                                                     'test_faketensor'))
