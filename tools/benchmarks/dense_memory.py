@@ -11,7 +11,8 @@ is the rise of the resident set's high-water mark (VmHWM, reset through /proc/se
 after the model is built) during the forward pass, for the backbone alone and for the whole
 segmentor (backbone, Feature2Pyramid, UPerHead + FCN head, resize of the logits to the image).
 ``--train``: one training step instead (train mode, ``loss`` on a batch of two SIZE x SIZE
-images with random labels, backward; the segments play no part with autograd).
+images with random labels, backward; the segments play no part with autograd), also for the
+CPU demo's UperNet (configs/demo/upernet_dinovim-demo_synthetic-ade.py).
 
     python tools/benchmarks/dense_memory.py [--size 1024] [--threads 2]
     python tools/benchmarks/dense_memory.py --train --size 512
@@ -34,6 +35,8 @@ CONFIGS = {
 }
 # DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
 CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']
+# the CPU demo's UperNet (4 blocks, width 64; --train only)
+DEMO_CONFIG = {'dinovim-demo': 'configs/demo/upernet_dinovim-demo_synthetic-ade.py'}
 VIT_T_WIDTH = 192
 
 
@@ -42,7 +45,7 @@ def build_segmentor(name: str, size: int):
     import torch
     from mmengine import Config
     from mmengine.registry import init_default_scope
-    cfg = Config.fromfile(osp.join(REPO, CONFIGS[name]))
+    cfg = Config.fromfile(osp.join(REPO, {**CONFIGS, **DEMO_CONFIG}[name]))
     model_cfg = cfg.model
     model_cfg.backbone.init_cfg = None
     model_cfg.backbone.img_size = (size, size)
@@ -73,7 +76,8 @@ def train_step(model, size: int) -> None:
     for _ in range(2):
         sample = SegDataSample(metainfo=dict(img_shape=(size, size), ori_shape=(size, size),
                                              pad_shape=(size, size)))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, size, size)))
+        sample.gt_sem_seg = PixelData(
+            data=torch.randint(0, model.decode_head.num_classes, (1, size, size)))
         samples.append(sample)
     model.train()
     losses = model.loss(images, samples)
@@ -107,7 +111,8 @@ def main() -> None:
                         help='torch threads of each measuring process (default 2)')
     parser.add_argument('--train', action='store_true',
                         help='one training step (batch 2) instead of inference')
-    parser.add_argument('--worker', choices=sorted(CONFIGS), help=argparse.SUPPRESS)
+    parser.add_argument('--worker', choices=sorted({**CONFIGS, **DEMO_CONFIG}),
+                        help=argparse.SUPPRESS)
     parser.add_argument('--part', choices=('backbone', 'segmentor', 'train'),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -120,7 +125,7 @@ def main() -> None:
     print(f'machine: {machine_line()}; measuring processes: {args.threads} threads')
     parts, names = ('backbone', 'segmentor'), list(CONFIGS)
     if args.train:
-        parts, names = ('train', ), ['dinovim-t', 'vit-t']
+        parts, names = ('train', ), ['dinovim-t', 'dinovim-demo', 'vit-t']
         print(f'UperNet training step on two {args.size}x{args.size} images, fresh process per '
               'run')
     else:
@@ -139,7 +144,7 @@ def main() -> None:
         print(table_row([part, name, f'{r["backbone_params_m"]:.1f}',
                          f'{r["peak_rise_mib"]:.0f}', f'{r["seconds"]:.2f}']))
     for part in parts:
-        for name in (n for n in names if n != 'vit-t'):
+        for name in (n for n in names if n.startswith('dinovim-t')):
             ratio = (results[name, part]['peak_rise_mib']
                      / results['vit-t', part]['peak_rise_mib'])
             print(f'{part}: {name} / vit-t peak memory = {ratio:.2f}')
