@@ -45,6 +45,16 @@ def test_worker_prints_one_measurement_per_size(capsys):
     assert all(r['runs'] == 1 and r['cpu_ms'] > 0 and r['peak_mb'] >= 0 for r in rows)
 
 
+def test_saved_tensors_lists_what_a_dinovim_block_keeps():
+    """Hand count per token (float32, DinoVim-T: width 256, d_inner 512, in_proj 1160 wide):
+    in_proj's output, y of both directions and out_proj's input, the block input, RMSNorm's
+    normalised input and in_proj's input."""
+    table = backbones_benchmark.saved_tensors('DinoVim-T', 64)
+    large = sorted((int(line.split('|')[1]) for line in table.splitlines()[2:-1]
+                    if int(line.split('|')[1]) >= 1000), reverse=True)
+    assert large == [4 * 1160] + [4 * 512] * 3 + [4 * 256] * 3, table
+
+
 def test_unknown_model_is_named():
     with pytest.raises(ValueError, match="unknown model 'Mamba'"):
         backbones_benchmark.build('Mamba')

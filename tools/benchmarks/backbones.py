@@ -54,8 +54,9 @@ def build(name: str) -> torch.nn.Module:
 
 def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float, threads: int,
            device: str = 'cpu', batch: int = 1, amp: bool = False,
-           malloc: str = 'pinned') -> None:
-    """Measure one model in one mode at every size; one JSON line per size on stdout."""
+           malloc: str = 'adaptive') -> None:
+    """Measure one model in one mode at every size; one JSON line per size on stdout
+    (``malloc='pinned'`` pins this process's glibc mmap threshold first)."""
     if malloc == 'pinned':
         pin_malloc()
     torch.set_num_threads(threads)
