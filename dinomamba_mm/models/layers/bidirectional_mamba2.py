@@ -17,6 +17,13 @@ from .gated_rms_norm import GatedRMSNorm
 MIXING_MATRIX_KEYS = ('dt', 'A', 'B', 'C', 'dt_bias', 'dt_softplus', 'dt_limit', 'reverse')
 
 
+class _Recipe:
+    """How to rebuild one tensor: ``rebuild(source)``, kept once it ran (``value``)."""
+
+    def __init__(self, rebuild: Callable[[object], torch.Tensor], source: object):
+        self.rebuild, self.source, self.value = rebuild, source, None
+
+
 class _RebuiltWhenRead:
     """Saved-tensor hooks under which autograd keeps a recipe instead of any tensor that views
     one of the given storages: the backward pass rebuilds that storage's tensor from its source
@@ -34,7 +41,7 @@ class _RebuiltWhenRead:
         # torch.utils.checkpoint finds the hooks it nests in the same way (torch 2.14)
         outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
         self.outer_pack, self.outer_unpack = outer or (None, None)
-        self.recipes = {ptr: [rebuild, self._outer(source), None]
+        self.recipes = {ptr: _Recipe(rebuild, self._outer(source))
                         for ptr, (rebuild, source) in rebuilds.items()}
 
     def _outer(self, t: torch.Tensor):
@@ -47,15 +54,16 @@ class _RebuiltWhenRead:
         return recipe, t.storage_offset(), t.shape, t.stride()
 
     def unpack(self, packed) -> torch.Tensor:
-        if not (isinstance(packed, tuple) and len(packed) == 4 and packed[0] in
-                self.recipes.values()):
+        if not (isinstance(packed, tuple) and packed and isinstance(packed[0], _Recipe)):
             return packed if self.outer_unpack is None else self.outer_unpack(packed)
         recipe, offset, shape, stride = packed
-        if recipe[2] is None:
-            source = recipe[1] if self.outer_unpack is None else self.outer_unpack(recipe[1])
+        if recipe.value is None:
+            source = recipe.source
+            if self.outer_unpack is not None:
+                source = self.outer_unpack(source)
             with torch.no_grad():
-                recipe[2] = recipe[0](source)
-        return recipe[2].as_strided(shape, stride, offset)
+                recipe.value = recipe.rebuild(source)
+        return recipe.value.as_strided(shape, stride, offset)
 
 
 def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
@@ -269,8 +277,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         the scan from its inputs, and the convolved x, B, C that the scan keeps are rebuilt from
         xbc when its backward reads them, as mamba_ssm's fused mixer does.
         """
-        convolved = self._convolved(xbc)
-        (x_f, B_f, C_f), (x_b, B_b, C_b) = convolved
+        (x_f, B_f, C_f), (x_b, B_b, C_b) = self._convolved(xbc)
         (_, A_f, D_f, bias_f), (_, A_b, D_b, bias_b) = (self._direction(b) for b in (False, True))
         with self._rebuilt_when_read(xbc, [x_f, x_b]):
             return ssd_scan_bidirectional(

@@ -252,3 +252,30 @@ def test_backward_keeps_in_proj_output_and_scan_outputs_only(monkeypatch):
     for name, grad, expected in grads:
         err = (grad.double() - expected).abs().max() / expected.abs().max().clamp(min=1)
         assert err < 1e-4, f'd{name}: {err:.2e}'
+
+
+def test_outer_saved_tensor_hooks_see_what_the_mixer_keeps():
+    """Under other saved-tensor hooks (here: offloading, which packs to a (device, tensor) pair)
+    the mixer's gradients are unchanged, and those hooks receive every kept tensor (xBC's source
+    included) but none of the rebuilt conv outputs."""
+    torch.manual_seed(0)
+    mixer = BidirectionalMamba2Mixer(16, d_state=8, headdim=8, chunk_size=16, ssd_impl='torch')
+    _randomise(mixer, seed=6)
+    u = torch.randn(1, 30, 16, requires_grad=True)
+    (mixer(u) ** 2).sum().backward()
+    expected = [p.grad.clone() for p in (u, *mixer.parameters())]
+    for p in (u, *mixer.parameters()):
+        p.grad = None
+    shapes = []
+
+    def pack(t):
+        shapes.append(tuple(t.shape))
+        return ('packed', t)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda packed: packed[1]):
+        out = mixer(u)
+    (out ** 2).sum().backward()
+    for grad, want in zip((u.grad, *(p.grad for p in mixer.parameters())), expected):
+        torch.testing.assert_close(grad, want, rtol=0, atol=0)
+    assert (1, 30, mixer.conv_dim) in shapes  # xBC, the conv input and the rebuilds' source
+    assert not [s for s in shapes if len(s) == 4 and s[:2] == (1, 30) and s[-1] > 1]  # x, B, C
