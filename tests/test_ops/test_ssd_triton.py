@@ -158,8 +158,11 @@ def _check_scan(batch, length, heads, groups, headdim, dstate, chunk_size, rever
     tensors = _inputs(batch, length, heads, groups, dtype, seed=length + chunk_size,
                       softplus=softplus, has_d=has_d, has_z=has_z, has_bias=has_bias,
                       strided=strided, headdim=headdim, dstate=dstate)
+    # the initial states and cotangents from their own generator: the inputs of a check must not
+    # depend on what ran before it (the TF32 error of dt_bias's gradient varies 10x across draws)
+    gen = torch.Generator().manual_seed(length + chunk_size)
     if initial:
-        tensors['initial_states'] = torch.randn(batch, heads, headdim, dstate)
+        tensors['initial_states'] = torch.randn(batch, heads, headdim, dstate, generator=gen)
     limit = dt_limit or (0.0, float('inf'))
     ours, ref = _leaves(tensors, double=False), _leaves(tensors, double=True)
     if tensors['x'].stride() != ours['x'].stride():  # keep the strided views strided
@@ -189,7 +192,7 @@ def _check_scan(batch, length, heads, groups, headdim, dstate, chunk_size, rever
         assert outs[1].dtype == torch.float32
         _assert_close('final_states', outs[1], refs[1], tol)
 
-    cotangents = [torch.randn(r.shape, dtype=torch.float64) for r in refs]
+    cotangents = [torch.randn(r.shape, dtype=torch.float64, generator=gen) for r in refs]
     torch.autograd.backward(refs, cotangents)
     torch.autograd.backward(outs, [c.to(o.dtype) for c, o in zip(cotangents, outs)])
     for name, leaf in ours.items():
@@ -453,8 +456,10 @@ def test_bfloat16_forward_and_backward(reverse):
 
 def test_fp32_error_with_tf32_products():
     """What fp32 inputs get on a GPU, whose products round to TF32: y, the final state and every
-    gradient within 2e-3 of the float64 oracle (relative to max(1, max |reference|); observed
-    <= 5.3e-4), against 1e-4 with exact float32 products."""
+    gradient within 2e-3 of the float64 oracle (relative to max(1, max |reference|)) for this
+    draw (1.2e-3, in dt_bias's gradient), against 1e-4 with exact float32 products. Over 14
+    draws of the initial states and cotangents the largest error was <= 1.2e-3 in 13 and 6.4e-3
+    in one, each time in dt_bias's gradient (a sum over every token whose terms cancel)."""
     with _gpu_products(tf32=True):
         with pytest.raises(AssertionError, match='max error'):  # the rounding is in effect
             _check_scan(2, 40, 2, 1, 16, 16, 16, False, True, 'H', True, True, None, True,
