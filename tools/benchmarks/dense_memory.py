@@ -35,8 +35,8 @@ CONFIGS = {
 }
 # DinoVim-T again with its mixers' no-grad segments turned off: what segmenting saves
 CONFIGS['dinovim-t-whole'] = CONFIGS['dinovim-t']
-# the CPU demo's UperNet (4 blocks, width 64; --train only)
-DEMO_CONFIG = {'dinovim-demo': 'configs/demo/upernet_dinovim-demo_synthetic-ade.py'}
+# with the CPU demo's UperNet (4 blocks, width 64; --train only)
+ALL_CONFIGS = {**CONFIGS, 'dinovim-demo': 'configs/demo/upernet_dinovim-demo_synthetic-ade.py'}
 VIT_T_WIDTH = 192
 
 
@@ -45,7 +45,7 @@ def build_segmentor(name: str, size: int):
     import torch
     from mmengine import Config
     from mmengine.registry import init_default_scope
-    cfg = Config.fromfile(osp.join(REPO, {**CONFIGS, **DEMO_CONFIG}[name]))
+    cfg = Config.fromfile(osp.join(REPO, ALL_CONFIGS[name]))
     model_cfg = cfg.model
     model_cfg.backbone.init_cfg = None
     model_cfg.backbone.img_size = (size, size)
@@ -111,7 +111,7 @@ def main() -> None:
                         help='torch threads of each measuring process (default 2)')
     parser.add_argument('--train', action='store_true',
                         help='one training step (batch 2) instead of inference')
-    parser.add_argument('--worker', choices=sorted({**CONFIGS, **DEMO_CONFIG}),
+    parser.add_argument('--worker', choices=sorted(ALL_CONFIGS),
                         help=argparse.SUPPRESS)
     parser.add_argument('--part', choices=('backbone', 'segmentor', 'train'),
                         help=argparse.SUPPRESS)
