@@ -162,3 +162,11 @@ def test_bad_arguments(images):
         extract_class_token_maps(backbone, images, [0], query='first')
     with pytest.raises(ValueError, match='has no class token'):
         extract_class_token_maps(_vit(with_cls_token=False, out_type='featmap'), images, [0])
+
+
+@pytest.mark.parametrize('map_type', ['similarity', 'attention'])
+def test_empty_batch_gives_empty_maps(map_type):
+    """An empty batch runs through the blocks like any other, so the mixer inputs the
+    attention maps read are recorded for it too."""
+    result = extract_class_token_maps(_dinovim(), torch.zeros(0, 3, 32, 32), [0, 1], map_type)
+    assert result.maps.shape[:2] == (0, 2) and result.maps.shape[-2:] == (4, 4)

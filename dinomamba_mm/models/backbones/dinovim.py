@@ -158,8 +158,8 @@ class DinoVim(BaseModule):
             :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
             Random initialisation happens at construction.
 
-    Analysis hooks: :meth:`mixer_inputs` gives the normalised tokens entering chosen blocks'
-    mixers, for ``self.layers[i].mixer.ssd_inputs`` / ``.mixing_matrices``.
+    The normalised tokens entering chosen blocks' mixers (for ``self.layers[i].mixer.ssd_inputs``
+    / ``.mixing_matrices``): ``dinomamba_mm.analysis.capture_mixer_inputs``.
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], dict(embed_dims=256, num_layers=24, headdim=64,
@@ -493,9 +493,7 @@ class DinoVim(BaseModule):
         x, hw, plan = self._embed(inputs)
         outs = []
         for i, layer in enumerate(self.layers):
-            if not len(x):  # an empty batch (B = 0) has nothing to mix: it passes every block
-                hidden = x
-            elif self.with_cp and torch.is_grad_enabled():
+            if self.with_cp and torch.is_grad_enabled():
                 x, hidden = checkpoint(layer, x, use_reentrant=False)
             else:
                 x, hidden = layer(x)
@@ -511,32 +509,6 @@ class DinoVim(BaseModule):
         if index == self.num_layers - 1 and self.final_norm:
             return self.norm_f(x.to(self.norm_f.weight.dtype))
         return x
-
-    @torch.no_grad()
-    def mixer_inputs(self, inputs: torch.Tensor,
-                     layer_indices: Sequence[int]) -> Dict[str, object]:
-        """Normalised tokens entering the mixers of chosen blocks, for analysis.
-
-        Args:
-            inputs: (B, 3, H, W) images.
-            layer_indices: block indices (negative allowed).
-
-        Returns:
-            dict with 'tokens' ({i: (B, L, C)}, feed to ``self.layers[i].mixer.ssd_inputs`` or
-            ``.mixing_matrices``), 'patch_resolution' (h, w) and the token plan entries 'read'
-            (positions of the class token / registers) and 'patches' (patch positions in
-            raster order).
-        """
-        wanted = set(check_indices('layer_indices', list(layer_indices), self.num_layers))
-        x, hw, plan = self._embed(inputs)
-        tokens = {}
-        for i, layer in enumerate(self.layers[:max(wanted) + 1]):
-            if i in wanted:
-                tokens[i] = layer.mixer_input(x)
-            if len(x):
-                x, _ = layer(x)
-        return dict(tokens=tokens, patch_resolution=hw, read=plan['read'],
-                    patches=plan['patches'])
 
 
 @MODELS.register_module()

@@ -32,11 +32,7 @@ class MambaBlock(nn.Module):
         self.mixer = BidirectionalMamba2Mixer(embed_dims, **(mixer_cfg or {}))
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
-    def mixer_input(self, x: torch.Tensor) -> torch.Tensor:
-        """The normalised tokens the mixer sees: (B, L, D) -> (B, L, D)."""
-        return self.norm(x.to(self.norm.weight.dtype))
-
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """x: (B, L, D) residual stream -> (new residual float32, mixer output), both (B, L, D)."""
-        hidden = self.mixer(self.mixer_input(x))
+        hidden = self.mixer(self.norm(x.to(self.norm.weight.dtype)))
         return x.float() + self.drop_path(hidden).float(), hidden
