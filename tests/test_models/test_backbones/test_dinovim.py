@@ -138,7 +138,7 @@ def test_out_source_mixer_is_final_norm_of_the_mixer_output():
         torch.testing.assert_close(out, F.rms_norm(hidden, (32, ), model.norm_f.weight, 1e-5))
 
 
-def test_residual_outputs_and_mixer_inputs():
+def test_residual_outputs_and_token_plan():
     torch.manual_seed(0)
     model = DinoVim(arch=TINY, out_type='raw', out_indices=[1, 2]).eval()
     seen, hidden = {}, {}
@@ -148,18 +148,15 @@ def test_residual_outputs_and_mixer_inputs():
     img = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         mid, last = model(img)
-        inputs = model.mixer_inputs(img, [0, -1])
     # block 2's mixer sees RMSNorm(residual after block 1); the last output is
     # norm_f(residual after block 1 + mixer output of block 2)
     torch.testing.assert_close(seen[2], F.rms_norm(mid, (32, ), model.layers[2].norm.weight,
                                                     1e-5))
     torch.testing.assert_close(last, F.rms_norm(mid + hidden[2], (32, ), model.norm_f.weight,
                                                 1e-5))
-    assert set(inputs['tokens']) == {0, 2} and inputs['patch_resolution'] == (4, 4)
-    torch.testing.assert_close(inputs['tokens'][0], seen[0])
-    torch.testing.assert_close(inputs['tokens'][2], seen[2])
-    assert inputs['read'].tolist() == [8]
-    assert inputs['patches'].tolist() == list(range(8)) + list(range(9, 17))
+    plan = model.token_plan((4, 4))
+    assert plan['read'].tolist() == [8]
+    assert plan['patches'].tolist() == list(range(8)) + list(range(9, 17))
 
 
 def test_input_sizes_not_multiple_of_patch():
