@@ -1,44 +1,25 @@
-"""One-shot GPU check: the Triton SSD scan (correctness, speed against mamba_ssm), then a few
-DINO and UperNet training iterations.
-
-Run on a CUDA machine (written for an H200):
+"""One-shot GPU check: the Triton SSD scan against the PyTorch path and the float64 oracle, then
+a few DINO and UperNet training iterations.
 
     python tools/benchmarks/ssd_gpu_check.py [--lengths 197 785 3137] [--batch 8]
         [--steps ssd dino upernet] [--device cpu --tiny]
 
 1. Correctness (fp32 and bf16): the bidirectional Triton op against the chunked PyTorch path
-   (``impl='torch'``) on the vision shapes B 8, L in {197, 785, 3137}, H 24, P 64, N 64, outputs
-   and the gradients of every input; plus both paths against the float64 sequential oracle on a
-   small shape. Errors are max |a - b| / max(1, max |b|).
-   Strong decay (fp32): the gradients of A, dt and dt_bias of both paths against the float64
-   oracle with Mamba-2's |A| in [1, 16] and dt' up to 8, 130 tokens, chunk_size 256, forward,
-   reverse and bidirectional; errors max |a - b| / max |b|, tolerance 1e-4 (our Triton path on
-   the GPU multiplies fp32 in TF32: dA 6e-2, dt and dt_bias 2e-3).
-2. Timings (bf16), forward and forward+backward: our bidirectional op (one launch per stage, no
-   flips) against two ``mamba_ssm`` ``mamba_chunk_scan_combined`` calls, the second on flipped
-   inputs with its output flipped back (skipped when mamba_ssm does not import), and against our
-   PyTorch path. Prints the machine and the ratios measured side by side in this run.
-3. Training (``--steps dino upernet``, batch 32 / 4): 4 iterations of the DinoVim-S DINO and
-   UperNet configs, bf16 AMP, through tools/train.py's config handling and mmengine's Runner, on
-   synthetic data (``train_options``); every loss finite, the DINO teacher moved by its EMA step.
-   UperNet is SKIPped without mmcv's compiled ops (mmseg imports ``mmcv.ops``). ``--device cpu
-   --tiny`` rehearses this step on CPU (float32, 48 / 64 px, batch 2, 2 iterations).
+   (``impl='torch'``) on the vision shapes B 8, L in ``--lengths``, H 24, P 64, N 64, outputs
+   and the gradients of every input; both paths against the float64 sequential oracle on a
+   small shape; under strong decay (|A| in [1, 16], dt' up to 8) the gradients of A, dt and
+   dt_bias of both paths against the oracle. Errors are max |a - b| / max(1, max |b|) (strong
+   decay: / max |b|, tolerance 1e-4; the Triton path multiplies fp32 in TF32 on the GPU: dA
+   6e-2, dt and dt_bias 2e-3).
+2. Training (batch 32 / 4): 4 iterations of the DinoVim-S DINO and UperNet configs, bf16 AMP,
+   through tools/train.py's config handling and mmengine's Runner, on synthetic data; every loss
+   finite, the DINO teacher moved by its EMA step. UperNet is SKIPped without mmcv's compiled
+   ops. ``--device cpu --tiny`` rehearses this step on CPU (float32, 48 / 64 px, batch 2).
 
-Exits 0 with a message when no CUDA device is present (and no ``--device cpu``); exits 1 when a
-check fails. ``--interpreter`` runs the strong-decay check alone on CPU tensors under
-TRITON_INTERPRET=1 (slow; checks the script and the kernels' arithmetic without a GPU).
-
-On the device machine (Python 3.12, its own torch, no OpenMMLab): carry the wheels and mmcv's
-sdist in ``.whl`` (docs/benchmarks.md, section GPU, gives the ``pip download`` lines), build
-mmcv's ops there for CPU (they are only imported), then run this script::
-
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD || exit
-    tar xzf .whl/mmcv-2.1.0.tar.gz -C .whl && sed -i s/c++17/c++20/ .whl/mmcv-2.1.0/setup.py
-    CUDA_VISIBLE_DEVICES= MMCV_WITH_OPS=1 MAX_JOBS=16 python3 -m pip install -q --no-index \
-        --no-deps --no-build-isolation --target .site .whl/mmcv-2.1.0 || exit
-    set -o pipefail; PYTHONUNBUFFERED=1 python3 tools/benchmarks/ssd_gpu_check.py 2>&1 \
-        | tee $OUT/ssd_gpu_check.log
+Timings against mamba_ssm are ``tools/benchmarks/ssd.py --device cuda``; the same checks on CPU
+under Triton's interpreter are ``tests/test_ops/``. How to run this on the device machine:
+docs/benchmarks.md, section GPU. Exits 0 with a message when no CUDA device is present (and no
+``--device cpu``); exits 1 when a check fails.
 """
 import argparse
 import math
@@ -54,9 +35,11 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path[:0] = [osp.join(ROOT, 'tools', d) for d in ('benchmarks', 'data', '')]
+sys.path[:0] = [osp.join(ROOT, *d) for d in (('tools', 'benchmarks'), ('tools', 'data'),
+                                               ('tools', ), ('tests', 'test_ops'))]
 from benchmark_utils import machine_line  # noqa: E402
 from make_synthetic import make_synthetic  # noqa: E402
+from ssd_cases import strong_decay_inputs  # noqa: E402  (the tests' strong-decay inputs)
 
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
@@ -135,23 +118,6 @@ def compare(label: str, got: Callable[[], Dict[str, torch.Tensor]],
     return ok
 
 
-def strong_decay_inputs(dt_scale: float, device: str, seed: int, length: int = 130,
-                        heads: int = 4, headdim: int = 16, dstate: int = 16):
-    """float64 inputs with |A| = exp(U(0, log 16)) and dt' = dt_scale * U(0.5, 1.5) <= 8 after
-    dt_bias and softplus."""
-    g = torch.Generator().manual_seed(seed)
-    f64 = dict(dtype=torch.float64)
-    dt_after = (dt_scale * (0.5 + torch.rand(1, length, heads, generator=g, **f64))).clamp(max=8)
-    dt_bias = torch.randn(heads, generator=g, **f64)
-    out = dict(x=torch.randn(1, length, heads, headdim, generator=g, **f64),
-               dt=dt_after + torch.log(-torch.expm1(-dt_after)) - dt_bias,
-               A=-torch.exp(torch.rand(heads, generator=g, **f64) * 2.772588722239781),
-               B=torch.randn(1, length, 1, dstate, generator=g, **f64) * 0.5,
-               C=torch.randn(1, length, 1, dstate, generator=g, **f64) * 0.5,
-               D=torch.randn(heads, generator=g, **f64), dt_bias=dt_bias)
-    return {k: v.to(device) for k, v in out.items()}
-
-
 def decay_gradient_errors(inputs, impl: str, mode: str) -> Dict[str, float]:
     """max |d - d_ref| / max |d_ref| of the gradients of A, dt, dt_bias; mode 'forward',
     'reverse' or 'bidirectional'."""
@@ -174,22 +140,22 @@ def decay_gradient_errors(inputs, impl: str, mode: str) -> Dict[str, float]:
                 / ref[n].grad.abs().max()).item() for n in ('A', 'dt', 'dt_bias')}
 
 
-def decay_tolerance(impl: str, device: str, name: str) -> float:
+def decay_tolerance(impl: str, name: str) -> float:
     """1e-4; the Triton kernels on a GPU multiply fp32 in TF32, which takes dA to ~3e-2 and dt,
     dt_bias to ~4e-4 (test_decay_gradients_with_tf32_products in tests/test_ops/test_ssd_triton.py
     measures it on CPU)."""
-    if impl == 'triton' and device == 'cuda':
+    if impl == 'triton':
         return 6e-2 if name == 'A' else 2e-3
     return 1e-4
 
 
-def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
+def check_strong_decay() -> bool:
     ok = True
     print('strong decay, fp32 gradients vs float64 oracle (max |err| / max |ref|, tol 1e-4; '
           'Triton on GPU, TF32 products: dA 6e-2, dt and dt_bias 2e-3):')
     for dt_scale in (2, 8):
-        inputs = strong_decay_inputs(dt_scale, device, seed=dt_scale)
-        for impl in impls:
+        inputs = {k: v.cuda() for k, v in strong_decay_inputs(dt_scale, seed=dt_scale).items()}
+        for impl in ('triton', 'torch'):
             for mode in ('forward', 'reverse', 'bidirectional'):
                 try:
                     errors = decay_gradient_errors(inputs, impl, mode)
@@ -198,7 +164,7 @@ def check_strong_decay(device: str, impls=('triton', 'torch')) -> bool:
                     traceback.print_exc(limit=-3, file=sys.stdout)
                     ok = False
                     continue
-                passed = all(e <= decay_tolerance(impl, device, n) for n, e in errors.items())
+                passed = all(e <= decay_tolerance(impl, n) for n, e in errors.items())
                 ok &= passed
                 print(f'  {impl:6s} dt\' ~ {dt_scale} {mode:13s} ' + ', '.join(
                     f'd{n} {e:.1e}' for n, e in errors.items()) + (' PASS' if passed else ' FAIL'))
@@ -222,68 +188,6 @@ def check_correctness(lengths: List[int], batch: int) -> bool:
                           lambda: run_bidirectional(inputs, 'torch'), TOLERANCE[dtype])
             torch.cuda.empty_cache()
     return ok
-
-
-def bench(fn: Callable[[], object]) -> float:
-    """Median milliseconds of fn (after a warm-up that also runs any autotuning)."""
-    import triton.testing
-    return triton.testing.do_bench(fn, warmup=50, rep=200, return_mode='median')
-
-
-def timings(lengths: List[int], batch: int) -> None:
-    from dinomamba_mm.ops.ssd import ssd_scan_bidirectional
-    try:
-        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
-    except ImportError as exc:
-        mamba_chunk_scan_combined = None
-        print(f'mamba_ssm not importable ({exc}); timing our Triton op against our torch path only')
-    print('timings, bf16, median ms (ratio = other / ours; > 1 means ours is faster):')
-    for length in lengths:
-        inputs = make_inputs(batch, length, 24, 64, 64, 1, torch.bfloat16, seed=length)
-        leaves = {n: tuple(t.detach().clone().requires_grad_() for t in pair)
-                  for n, pair in inputs.items()}
-        kw = dict(D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'], dt_softplus=True)
-
-        def ours(impl):
-            return lambda: ssd_scan_bidirectional(
-                *(leaves[n] for n in ('x', 'dt', 'A', 'B', 'C')), chunk_size=256, impl=impl, **kw)
-
-        candidates = {'ours (triton)': ours('triton'), 'ours (torch)': ours('torch')}
-        if mamba_chunk_scan_combined is not None:
-            def mamba_two_calls():
-                args = {n: leaves[n] for n in NAMES}
-                y_f = mamba_chunk_scan_combined(
-                    *(args[n][0] for n in ('x', 'dt', 'A', 'B', 'C')), 256, D=args['D'][0],
-                    z=args['z'][0], dt_bias=args['dt_bias'][0], dt_softplus=True)
-                flip = {n: args[n][1].flip(1) for n in ('x', 'dt', 'B', 'C', 'z')}
-                y_b = mamba_chunk_scan_combined(
-                    flip['x'], flip['dt'], args['A'][1], flip['B'], flip['C'], 256,
-                    D=args['D'][1], z=flip['z'], dt_bias=args['dt_bias'][1],
-                    dt_softplus=True).flip(1)
-                return y_f, y_b
-            candidates['mamba_ssm x2 + flips'] = mamba_two_calls
-
-        results = {}
-        for name, fn in candidates.items():
-            def fwd_bwd(fn=fn):
-                y_f, y_b = fn()
-                (y_f.float().sum() + y_b.float().sum()).backward()
-
-            try:
-                with torch.no_grad():
-                    fwd_ms = bench(fn)
-                results[name] = (fwd_ms, bench(fwd_bwd))
-            except Exception:
-                print(f'  {name}, L{length}: ERROR')
-                traceback.print_exc(limit=-3, file=sys.stdout)
-        if 'ours (triton)' not in results:
-            continue
-        base_fwd, base_all = results['ours (triton)']
-        print(f'  B{batch} L{length} H24 P64 N64:')
-        for name, (fwd_ms, all_ms) in results.items():
-            print(f'    {name:22s} fwd {fwd_ms:8.3f} ms (x{fwd_ms / base_fwd:5.2f})   '
-                  f'fwd+bwd {all_ms:8.3f} ms (x{all_ms / base_all:5.2f})')
-        torch.cuda.empty_cache()
 
 
 TRAIN_STEPS = {  # step: (config, synthetic layout)
@@ -383,18 +287,9 @@ def main() -> int:
     parser.add_argument('--tiny', action='store_true',
                         help='training steps at 48 / 64 px, batch 2, 2 iterations')
     parser.add_argument('--lengths', type=int, nargs='+', default=[197, 785, 3137],
-                        help='sequence lengths checked and timed (default: 197 785 3137)')
+                        help='sequence lengths checked (default: 197 785 3137)')
     parser.add_argument('--batch', type=int, default=8, help='batch size (default 8)')
-    parser.add_argument('--skip-timings', action='store_true',
-                        help='only the correctness checks against the PyTorch path')
-    parser.add_argument('--interpreter', action='store_true',
-                        help='only the strong-decay check, on CPU under TRITON_INTERPRET=1')
     args = parser.parse_args()
-    if args.interpreter:
-        os.environ['TRITON_INTERPRET'] = '1'  # before the kernels are defined (first import)
-        ok = check_strong_decay('cpu')
-        print('correctness:', 'PASS' if ok else 'FAIL')
-        return 0 if ok else 1
     if args.device == 'cpu':
         os.environ['CUDA_VISIBLE_DEVICES'] = ''  # before CUDA is first queried
     elif not torch.cuda.is_available():
@@ -409,11 +304,9 @@ def main() -> int:
     if 'ssd' in args.steps:
         if args.device == 'cpu':
             results['ssd'] = 'SKIP'
-            print('ssd: SKIP on --device cpu (--interpreter checks the kernels on CPU)')
+            print('ssd: SKIP on --device cpu (tests/test_ops/ check the kernels on CPU)')
         else:
-            ok = check_correctness(args.lengths, args.batch) & check_strong_decay('cuda')
-            if not args.skip_timings:
-                timings(args.lengths, args.batch)
+            ok = check_correctness(args.lengths, args.batch) & check_strong_decay()
             results['ssd'] = 'PASS' if ok else 'FAIL'
     iters = 2 if args.tiny else 4
     with tempfile.TemporaryDirectory() as tmp:
