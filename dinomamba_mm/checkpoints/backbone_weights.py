@@ -44,6 +44,17 @@ class ModuleWeights(NamedTuple):
     module_path: str
     layouts: dict
 
+    def as_checkpoint(self, key_prefix: str, **meta) -> dict:
+        """A backbone-only checkpoint of these weights: ``{'state_dict': {key_prefix + key:
+        tensor}, 'meta': meta}``, their token layout recorded under ``key_prefix`` in
+        ``meta[LAYOUT_META_KEY]`` (see :mod:`.layout`) when they have one."""
+        meta = dict(meta, key_prefix=key_prefix)
+        layout = self.layouts.get(self.module_path)
+        if layout is not None:
+            meta[LAYOUT_META_KEY] = {key_prefix.rstrip('.'): layout}
+        return dict(meta=meta, state_dict=OrderedDict(
+            (key_prefix + key, value.detach().clone()) for key, value in self.state_dict.items()))
+
 
 def _keys(state: Mapping, limit: int = 12) -> str:
     keys = list(state)

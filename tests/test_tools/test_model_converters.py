@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from dinomamba_mm.checkpoints import paper_to_ours
+from dinomamba_mm.checkpoints import CheckpointError, paper_to_ours
 from dinomamba_mm.models.backbones import DinoMambaReg, DinoVim
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -166,3 +166,15 @@ def test_a_resized_position_embedding_is_logged(tmp_path, monkeypatch):
     assert len(logged) == 1 and '14x14' in logged[0] and '16x16' in logged[0]
     assert 'img_size=224' in logged[0]
 
+
+
+def test_non_finite_weights_are_refused_without_verify_too(tmp_path):
+    """The converter checks finiteness itself, as the extractor does, not only through the
+    strict load that --no-verify skips."""
+    ckpt = paper_checkpoint()
+    ckpt['teacher']['backbone.norm_f.weight'][0] = float('nan')
+    src, dst = str(tmp_path / 'nan.pth'), str(tmp_path / 'out.pth')
+    torch.save(ckpt, src)
+    with pytest.raises(CheckpointError, match='NaN or Inf.*norm_f.weight'):
+        _converter().main([src, dst, '--no-verify'])
+    assert not osp.exists(dst)

@@ -20,16 +20,11 @@ Usage::
     python tools/misc/extract_dino_teacher.py work_dirs/dino/epoch_100.pth dinovim-t_teacher.pth
 """
 import argparse
-import os
-import os.path as osp
-from collections import OrderedDict
 from typing import Optional, Sequence
 
-import torch
-from mmengine.runner.checkpoint import CheckpointLoader
+from mmengine.runner.checkpoint import CheckpointLoader, save_checkpoint
 
-from dinomamba_mm.checkpoints import (LAYOUT_META_KEY, check_finite, check_output_path,
-                                      find_backbone_weights)
+from dinomamba_mm.checkpoints import check_finite, check_output_path, find_backbone_weights
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -51,20 +46,13 @@ def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
     weights = find_backbone_weights(checkpoint, name, 'auto' if prefix is None else prefix,
                                     teacher_only=prefix is None)
     check_finite(weights.state_dict, name)
-    key_prefix = '' if plain else 'backbone.'
-    state_dict = OrderedDict((key_prefix + key, value.detach().clone())
-                             for key, value in weights.state_dict.items())
-    meta = dict(source=source, extracted='teacher backbone' if prefix is None else prefix,
-                key_prefix=key_prefix)
-    layout = weights.layouts.get(weights.module_path)
-    if layout is not None:
-        meta[LAYOUT_META_KEY] = {key_prefix.rstrip('.'): layout}
+    meta = dict(source=source, extracted='teacher backbone' if prefix is None else prefix)
     old_meta = checkpoint.get('meta')
     if isinstance(old_meta, dict):
         meta.update({k: old_meta[k] for k in ('epoch', 'iter') if k in old_meta})
     elif 'epoch' in checkpoint:
         meta['epoch'] = checkpoint['epoch']
-    return dict(meta=meta, state_dict=state_dict)
+    return weights.as_checkpoint('' if plain else 'backbone.', **meta)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -72,9 +60,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     check_output_path(args.out, args.checkpoint)
     loaded = CheckpointLoader.load_checkpoint(args.checkpoint, map_location='cpu')
     out = extract_teacher(loaded, args.checkpoint, args.plain, args.prefix)
-    if osp.dirname(args.out):
-        os.makedirs(osp.dirname(args.out), exist_ok=True)
-    torch.save(out, args.out)
+    save_checkpoint(out, args.out, backend_args=dict(backend='atomic_local'))
     num_params = sum(v.numel() for v in out['state_dict'].values())
     print(f'wrote {len(out["state_dict"])} tensors ({num_params / 1e6:.2f}M values) of the '
           f'teacher backbone to {args.out}')

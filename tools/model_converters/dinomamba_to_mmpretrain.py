@@ -15,15 +15,11 @@ Load it with ``init_cfg=dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=OUT
 mmengine's ``dict(type='Pretrained', checkpoint=OUT, prefix='backbone.')`` (non-strict).
 """
 import argparse
-import os
-import os.path as osp
 import time
-from collections import OrderedDict
 
-import torch
-from mmengine.runner.checkpoint import CheckpointLoader
+from mmengine.runner.checkpoint import CheckpointLoader, save_checkpoint
 
-from dinomamba_mm.checkpoints import (LAYOUT_META_KEY, CheckpointError, check_output_path,
+from dinomamba_mm.checkpoints import (CheckpointError, check_finite, check_output_path,
                                       find_backbone_weights, infer_arch, load_checkpoint_into)
 from dinomamba_mm.models.backbones import DinoVim
 
@@ -46,7 +42,6 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
     """Load ``src`` and return the mmengine checkpoint dict (see the module docstring)."""
     loaded = CheckpointLoader.load_checkpoint(src, map_location='cpu')
     weights = find_backbone_weights(loaded, f'checkpoint {src!r}', prefix=None, network=source)
-    state_dict = weights.state_dict
     layout = weights.layouts.get(weights.module_path)
     if layout is None or isinstance(loaded.get('meta'), dict):
         raise CheckpointError(
@@ -54,27 +49,23 @@ def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
             f'\'student\' state dicts or the paper\'s key names; found the top-level keys '
             f'{sorted(map(str, loaded))[:8]}). For a checkpoint this package wrote (a DINO run, '
             'an extracted teacher), use tools/misc/extract_dino_teacher.py')
-    info = infer_arch(state_dict)
+    check_finite(weights.state_dict, f'checkpoint {src!r}')
+    info = infer_arch(weights.state_dict)
     if verify:
         img_size = [side * info['patch_size'] for side in layout['pos_embed_grid']]
         model = DinoVim(arch=info['arch'], img_size=img_size, patch_size=info['patch_size'],
                         num_registers=info['num_registers'],
                         token_layout=layout['token_layout'])
         load_checkpoint_into(model, loaded, network=source, filename=src)
-    meta = dict(source_checkpoint=src, network=source,
-                converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
-    meta[LAYOUT_META_KEY] = {prefix.rstrip('.'): layout}
-    return dict(state_dict=OrderedDict((prefix + k, v) for k, v in state_dict.items()),
-                meta=meta)
+    return weights.as_checkpoint(prefix, source_checkpoint=src, network=source,
+                                 converted_at=time.strftime('%Y-%m-%d %H:%M:%S'), **info)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     check_output_path(args.dst, args.src)
     checkpoint = convert(args.src, args.source, args.prefix, verify=not args.no_verify)
-    if osp.dirname(args.dst):
-        os.makedirs(osp.dirname(args.dst), exist_ok=True)
-    torch.save(checkpoint, args.dst)
+    save_checkpoint(checkpoint, args.dst, backend_args=dict(backend='atomic_local'))
     meta = checkpoint['meta']
     print(f'{args.src} ({args.source}) -> {args.dst}: {len(checkpoint["state_dict"])} tensors, '
           f'arch {meta["arch"]}, num_registers {meta["num_registers"]}')
