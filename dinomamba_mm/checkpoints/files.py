@@ -12,6 +12,7 @@ import os
 import os.path as osp
 import pickle
 import re
+import time
 import zipfile
 from typing import Optional
 
@@ -37,20 +38,32 @@ def is_local_path(filename: str) -> bool:
     return '://' not in filename
 
 
+#: (real path, inode, size, modification time) of the files whose every record passed its CRC,
+#: so that a file checked before anything is built (tools/test.py, --resume) is not read again to
+#: load it. Files modified in the last second are not kept: a change within the file system's
+#: timestamp granularity would leave the modification time as it was.
+_VERIFIED = set()
+
+
 def checkpoint_file_problem(filename: str) -> Optional[str]:
     """Why the local file ``filename`` cannot be a readable checkpoint, or None if it can.
 
     Checks that it exists, is not empty, starts like a PyTorch checkpoint (a zip archive, or a
     pickle for torch's legacy format) and, for a zip archive, that its central directory is
     there (a save killed halfway leaves a file without one) and that every record matches the
-    CRC the archive stores for it (bytes changed by a disk or a copy).
+    CRC the archive stores for it (bytes changed by a disk or a copy). A file that passed is
+    not read again until it changes (its inode, size or modification time).
     """
     path = osp.expanduser(filename)
     if not osp.exists(path):
         return 'does not exist'
     if not osp.isfile(path):
         return 'is not a file'
-    size = osp.getsize(path)
+    stat = os.stat(path)
+    identity = (osp.realpath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity in _VERIFIED:
+        return None
+    size = stat.st_size
     if size == 0:
         return 'is empty (0 bytes): the save that wrote it was interrupted, or it is not a ' \
                'checkpoint'
@@ -64,6 +77,8 @@ def checkpoint_file_problem(filename: str) -> Optional[str]:
             return (f'is truncated ({size} bytes, a zip archive without its central directory): '
                     'the save that wrote it was interrupted')
         if corrupt is None:
+            if time.time() - stat.st_mtime > 1:
+                _VERIFIED.add(identity)
             return None
         return (f'is corrupt: its record {corrupt!r} fails its CRC check (its bytes changed '
                 'after it was written, on a disk or in a copy); fetch or copy the file again')

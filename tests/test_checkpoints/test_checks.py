@@ -176,3 +176,20 @@ def test_checkpoints_written_by_earlier_code_still_load(name):
     assert load_checkpoint_into(backbone, path).module_path == 'backbone'
     for key, value in backbone.state_dict().items():
         assert torch.equal(value, saved[f'backbone.{key}']), key
+
+
+def test_a_checked_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    """tools/test.py checks the file before building the model and the Runner loads it: its
+    records' CRCs are read once; a change to the file is seen again."""
+    path = dino_checkpoint(tmp_path / 'dino.pth')
+    os.utime(path, (os.path.getatime(path) - 10, os.path.getmtime(path) - 10))
+    reads = []
+    testzip = zipfile.ZipFile.testzip
+    monkeypatch.setattr(zipfile.ZipFile, 'testzip',
+                        lambda archive: reads.append(archive.filename) or testzip(archive))
+    dinomamba_mm.checkpoints.check_checkpoint_file(path)
+    CheckpointLoader.load_checkpoint(path, map_location='cpu')
+    assert reads == [path]
+    record = flip_bytes_in_a_tensor(path)
+    with pytest.raises(ValueError, match=f'{record}.*CRC'):
+        CheckpointLoader.load_checkpoint(path, map_location='cpu')
