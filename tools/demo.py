@@ -285,15 +285,15 @@ def random_init(args) -> str:
     the probe and the maps see the same random network."""
     import torch
     from mmengine.config import Config
+    from mmengine.runner.checkpoint import save_checkpoint
     from dinomamba_mm.analysis.backbone_loading import build_backbone
     torch.manual_seed(args.seed)
     backbone = build_backbone(Config.fromfile(MODELS[0].dino_config))
     backbone.init_weights()
     path = osp.join(args.work_dir, 'checkpoints', f'{RANDOM_KEY}_seed{args.seed}.pth')
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    torch.save(dict(meta=dict(seed=args.seed, source='random initialisation'),
-                    state_dict={f'backbone.{k}': v for k, v in backbone.state_dict().items()}),
-               path)
+    save_checkpoint(dict(meta=dict(seed=args.seed, source='random initialisation'),
+                         state_dict={f'backbone.{k}': v for k, v in backbone.state_dict().items()}),
+                    path, backend_args=dict(backend='atomic_local'))
     return path
 
 
@@ -500,42 +500,19 @@ def format_tables(results: dict, args) -> str:
     return '\n'.join(lines)
 
 
-def explain(results: dict, args, runtime: float) -> str:
-    """What each number means and where the pictures and logs are."""
-    rank, data = results['rank']['ranks'][MODELS[0].name], results['data']
-    sizes = mixer_sizes()
-    loss_runs = ('this run' if args.pretrain else
-                 'the runs that made the shipped checkpoints')
-    lines = [
-        'What the numbers mean',
-        '  rank of a block  numerical rank (singular values above sigma_max x C x float32 eps) '
-        'of a C x C block',
-        f'                   of the token-mixing matrix M (Y = M X), C = {rank["C"]}; mean over '
-        'blocks, heads, network blocks, scenes.',
-        '                   Softmax attention has no bound below C; linear attention has rank '
-        f'<= its head dim ({sizes["head_dims"]})',
-        '                   everywhere; Mamba is full rank on the diagonal blocks and <= its '
-        f'state size ({sizes["d_state"]}) off them.',
-        f'  probe top-1      val accuracy ({data["val"]} images, {data["classes"]} shape classes, '
-        f'chance {100 / data["classes"]:.1f} %) of a linear classifier',
-        f'                   trained on the frozen features ({data["train"]} images, '
-        f'{results["probe_epochs"]} epochs of SGD)',
-        '  Binary-AUC       area under the ROC curve of the last block\'s class-token '
-        'similarity map against the shapes',
-        '                   (1: the map picks out the shapes, 0.5: chance), mean over '
-        f'{results["auc_images"]} val scenes at 128 px (16 x 16 tokens)',
-        f'Pictures and logs in {args.work_dir}',
-        '  maps.png                     the four maps side by side on '
-        f'{MAP_ROWS} scenes, Binary-AUC of each',
-        '  maps/<model>/overlay_*.png   one model\'s map over a scene, with its colour bar',
-        '  maps/<model>/roc.png         ROC curve behind the Binary-AUC',
-        '  rank/spectra.png             singular values of the blocks of M, per model',
-        f'  dino_loss.png                DINO loss of the three pretraining runs ({loss_runs})',
-        '  demo_console.log             everything the steps printed; probe_*/: the probe runs',
-        '  results.json / results.md    the numbers of the tables',
+def closing_lines(results: dict, args, runtime: float) -> str:
+    """What the tables were measured on, and where the pictures are (docs/demo.md explains each
+    number and picture)."""
+    data = results['data']
+    return '\n'.join([
+        f'probe: {data["train"]} train / {data["val"]} val images of {data["classes"]} shape '
+        f'classes (chance {100 / data["classes"]:.1f} %), {results["probe_epochs"]} epochs; '
+        f'Binary-AUC: mean over {results["auc_images"]} val scenes at 128 px',
+        f'Pictures and logs in {args.work_dir} (maps.png, maps/<model>/, rank/spectra.png, '
+        'dino_loss.png, demo_console.log, results.json / results.md); what they show: '
+        'docs/demo.md',
         f'runtime {runtime / 60:.1f} min, seed {args.seed}' + (
-            '; --quick: a smoke test, the numbers mean nothing' if args.quick else '')]
-    return '\n'.join(lines)
+            '; --quick: a smoke test, the numbers mean nothing' if args.quick else '')])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
@@ -559,7 +536,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     print()
     print(table)
     print()
-    print(explain(results, args, runtime))
+    print(closing_lines(results, args, runtime))
     return summary
 
 
