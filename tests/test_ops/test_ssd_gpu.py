@@ -1,0 +1,156 @@
+"""The Triton SSD scan on a GPU: against the PyTorch path, the float64 oracle and mamba_ssm.
+
+``pytest -m gpu tests/test_ops/test_ssd_gpu.py`` on a CUDA machine (docs/benchmarks.md, section
+GPU); without CUDA every case is skipped (the same kernels run on CPU under Triton's interpreter in
+test_ssd_triton.py and test_ssd_triton_vs_mamba_ssm.py). Inputs are a DinoVim-B mixer's (H 24,
+P 64, N 64, different values per direction). Errors are max |a - b| / max(1, max |b|): fp32 2e-3
+(the kernels multiply fp32 in TF32 on a GPU), bf16 6e-2. Strong decay: the gradients of A, dt and
+dt_bias / their largest magnitude, 1e-4 on the PyTorch path, 6e-2 (dA) and 2e-3 on the Triton one
+(TF32; test_decay_gradients_with_tf32_products measures it on CPU).
+"""
+import importlib
+import importlib.util
+import os
+import sys
+import types
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ssd_cases import strong_decay_inputs  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]
+
+LENGTHS = (1, 63, 64, 65, 197, 1025, 4096, 16384)
+TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 6e-2}
+NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def compiled_kernels():
+    """The kernels compiled for the GPU, also when an interpreter test module defined them
+    under TRITON_INTERPRET=1 during collection."""
+    kernels = importlib.import_module('dinomamba_mm.ops.ssd.triton_kernels')
+    if kernels.INTERPRETING and os.environ.get('TRITON_INTERPRET') != '1':
+        importlib.reload(kernels)
+    assert not kernels.INTERPRETING, 'unset TRITON_INTERPRET to run the GPU tests'
+
+
+def vision_inputs(batch: int, length: int, dtype: torch.dtype, seed: int, heads: int = 24):
+    """{name: (forward value, backward value)} on the GPU; activations in ``dtype``."""
+    g = torch.Generator(device='cuda').manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, device='cuda', generator=g) * scale
+
+    def one():
+        return dict(x=randn(batch, length, heads, 64).to(dtype), dt=randn(batch, length, heads, scale=0.5),
+                    A=-torch.exp(torch.rand(heads, device='cuda', generator=g) * 2.7),
+                    B=randn(batch, length, 1, 64, scale=0.3).to(dtype),
+                    C=randn(batch, length, 1, 64, scale=0.3).to(dtype), D=randn(heads),
+                    z=randn(batch, length, heads, 64).to(dtype), dt_bias=randn(heads) * 0.5 - 4)
+
+    fwd, bwd = one(), one()
+    return {n: (fwd[n], bwd[n]) for n in NAMES}
+
+
+def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
+    """Outputs and every input's gradient under fixed random output gradients; the oracle runs
+    ``ssd_scan_naive`` per direction in float64."""
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    directions = 2 if bidirectional else 1
+    leaves = {n: [(t.double() if oracle else t).detach().clone().requires_grad_()
+                  for t in pair[:directions]] for n, pair in inputs.items()}
+    args = [{n: leaves[n][k] for n in NAMES} for k in range(directions)]
+    if oracle:
+        ys = [ssd_scan_naive(**a, dt_softplus=True, reverse=bool(k)) for k, a in enumerate(args)]
+    elif bidirectional:
+        ys = ssd_scan_bidirectional(*(leaves[n] for n in NAMES[:5]), chunk_size=64,
+                                    D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'],
+                                    dt_softplus=True, impl=impl)
+    else:
+        ys = [ssd_scan(**args[0], chunk_size=64, dt_softplus=True, impl=impl)]
+    g = torch.Generator(device='cuda').manual_seed(0)
+    cotangents = [torch.randn(y.shape, device='cuda', generator=g).to(inputs['x'][0].dtype)
+                  .to(y.dtype) for y in ys]
+    torch.autograd.backward(list(ys), cotangents)
+    return {**{f'y[{k}]': y.detach() for k, y in enumerate(ys)},
+            **{f'd{n}[{k}]': leaves[n][k].grad for n in NAMES for k in range(directions)}}
+
+
+def errors(got: dict, ref: dict) -> dict:
+    return {k: ((got[k].double() - ref[k].double()).abs().max()
+                / ref[k].double().abs().max().clamp(min=1.0)).item() for k in ref}
+
+
+@pytest.mark.parametrize('bidirectional', [False, True], ids=['single', 'bidirectional'])
+@pytest.mark.parametrize('length', LENGTHS)
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
+def test_triton_matches_the_torch_path(dtype, length, bidirectional):
+    inputs = vision_inputs(2 if length > 4096 else 8, length, dtype, seed=length)
+    got = scan(inputs, 'triton', bidirectional)
+    assert all(torch.isfinite(t).all() for t in got.values())
+    found = errors(got, scan(inputs, 'torch', bidirectional))
+    assert max(found.values()) <= TOLERANCE[dtype], found
+
+
+@pytest.mark.parametrize('impl', ['triton', 'torch'])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
+def test_both_paths_match_the_oracle(dtype, impl):
+    inputs = vision_inputs(1, 197, dtype, seed=1, heads=4)
+    found = errors(scan(inputs, impl, True), scan(inputs, impl, True, oracle=True))
+    assert max(found.values()) <= TOLERANCE[dtype], found
+
+
+@pytest.mark.parametrize('mode', ['forward', 'reverse', 'bidirectional'])
+@pytest.mark.parametrize('impl', ['triton', 'torch'])
+@pytest.mark.parametrize('dt_scale', [2, 8])
+def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    inputs = {k: v.cuda() for k, v in strong_decay_inputs(dt_scale, seed=dt_scale).items()}
+    ours = {k: v.float().requires_grad_() for k, v in inputs.items()}
+    ref = {k: v.float().double().requires_grad_() for k, v in inputs.items()}
+    reverses = (False, True) if mode == 'bidirectional' else (mode == 'reverse', )
+    if mode == 'bidirectional':
+        outs = ssd_scan_bidirectional(**ours, chunk_size=64, dt_softplus=True, impl=impl)
+    else:
+        outs = [ssd_scan(**ours, chunk_size=64, dt_softplus=True, reverse=reverses[0],
+                         impl=impl)]
+    refs = [ssd_scan_naive(**ref, dt_softplus=True, reverse=r) for r in reverses]
+    g = torch.Generator().manual_seed(0)
+    cotangents = [torch.randn(r.shape, generator=g, dtype=torch.float64).cuda() for r in refs]
+    torch.autograd.backward([o.double() for o in outs], cotangents)
+    torch.autograd.backward(refs, cotangents)
+    for name in ('A', 'dt', 'dt_bias'):
+        error = ((ours[name].grad.double() - ref[name].grad).abs().max()
+                 / ref[name].grad.abs().max()).item()
+        tolerance = 1e-4 if impl == 'torch' else 6e-2 if name == 'A' else 2e-3
+        assert error <= tolerance, (name, error)
+
+
+@pytest.mark.parametrize('length', [197, 1025, 4096])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
+def test_matches_mamba_chunk_scan_combined(dtype, length):
+    spec = importlib.util.find_spec('mamba_ssm')
+    if spec is None:
+        pytest.skip('mamba_ssm is not installed')
+    if 'mamba_ssm' not in sys.modules:  # its __init__ imports a CUDA extension a Python-only
+        package = types.ModuleType('mamba_ssm')  # install (docs/benchmarks.md) does not build
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules['mamba_ssm'] = package
+    combined = importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
+    inputs = vision_inputs(8, length, dtype, seed=length)
+    ours = scan(inputs, 'triton', False)
+    leaves = {n: inputs[n][0].detach().clone().requires_grad_() for n in NAMES}
+    y = combined.mamba_chunk_scan_combined(*(leaves[n] for n in NAMES[:5]), 64, D=leaves['D'],
+                                           z=leaves['z'], dt_bias=leaves['dt_bias'],
+                                           dt_softplus=True)
+    g = torch.Generator(device='cuda').manual_seed(0)
+    y.backward(torch.randn(y.shape, device='cuda', generator=g).to(dtype))
+    theirs = {'y[0]': y.detach(), **{f'd{n}[0]': leaves[n].grad for n in NAMES}}
+    found = errors(ours, theirs)
+    assert max(found.values()) <= TOLERANCE[dtype], found
