@@ -38,18 +38,17 @@ def forward(inp: ScanInputs) -> Tuple[List[Tensor], List[Tensor]]:
     """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state (B, H, P, N)
     in the compute dtype."""
     lay = _layout(inp)
-    y, finals = _scan(lay, inp, _recomputed(lay, inp), inp.return_final_states)
+    y, finals = _scan(lay, inp)
     return stages.chunk_scan_out_fwd(lay, y, inp), finals
 
 
-def _scan(lay: stages.ChunkLayout, inp: ScanInputs, recomputed: tuple,
-          want_final: bool) -> Tuple[Tensor, List[Tensor]]:
-    """y (R, H, Lp, P) before D x and the gate, and the final states (the intermediates of
-    :func:`_recomputed` are freed on return in the forward pass, before the outputs are made)."""
-    cum, x_dt, decays, B_s, C_s, CB = recomputed
+def _scan(lay: stages.ChunkLayout, inp: ScanInputs) -> Tuple[Tensor, List[Tensor]]:
+    """y (R, H, Lp, P) before D x and the gate, and the final states: the intermediates are
+    freed on return, before the outputs are made."""
+    cum, x_dt, decays, B_s, C_s, CB = _recomputed(lay, inp)
     y = stages.chunk_scan_diag_fwd(lay, x_dt, CB, cum)
     finals, _ = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, y,
-                                         want_final=want_final)
+                                         want_final=inp.return_final_states)
     return y, finals
 
 
@@ -58,14 +57,12 @@ def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
     """Gradients of :meth:`ScanInputs.present` from those of each direction's y and final
     state (None where they got none)."""
     lay = _layout(inp)
-    recomputed = _recomputed(lay, inp)
-    cum, x_dt, decays, B_s, C_s, CB = recomputed
-    gate_inputs = None
-    if inp.z[0] is not None:  # y + D x, which the gate's gradient reads
-        gate_inputs = stages.chunk_scan_out_fwd(lay, _scan(lay, inp, recomputed, False)[0], inp,
-                                                gate=False)
-    _, states = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, None,
-                                         want_final=False)
+    cum, x_dt, decays, B_s, C_s, CB = _recomputed(lay, inp)
+    gated = inp.z[0] is not None  # the gate's gradient reads its input y + D x
+    y = stages.chunk_scan_diag_fwd(lay, x_dt, CB, cum) if gated else None
+    _, states = stages.state_passing_fwd(lay, x_dt, B_s, C_s, decays, inp.initial_states, y,
+                                         want_final=False, want_states=True)
+    gate_inputs = stages.chunk_scan_out_fwd(lay, y, inp, gate=False) if gated else None
     scan = stages.chunk_scan_out_bwd(lay, douts, gate_inputs, inp)
     stages.chunk_scan_diag_bwd(lay, scan.dy, x_dt, B_s, C_s, cum, CB, scan)
     d_initial = stages.state_passing_bwd(lay, states, decays, x_dt, B_s, C_s, d_finals,

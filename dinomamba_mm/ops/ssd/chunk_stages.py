@@ -438,20 +438,20 @@ def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, wei
 # ------------------------------------------------------------------------------ state_passing
 def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, decays: Decays,
                       initial_states: Sequence[Optional[Tensor]], y: Optional[Tensor],
-                      want_final: bool) -> Tuple[List[Tensor], Optional[Tensor]]:
+                      want_final: bool, want_states: bool = False
+                      ) -> Tuple[List[Tensor], Optional[Tensor]]:
     """The loop over chunks in scan order: adds each chunk's off-diagonal term to y
-    (:func:`chunk_scan_off_fwd`), then passes the state on, H_next = exp(s_exit) H_c + S_c
-    (:func:`chunk_state_fwd`). The zero state entering a first chunk adds nothing, and the state
-    leaving the last chunk is only computed as the final state.
-
-    Without y (the backward pass's recomputation) it only records the states.
+    (:func:`chunk_scan_off_fwd`) when y is given, then passes the state on,
+    H_next = exp(s_exit) H_c + S_c (:func:`chunk_state_fwd`). The zero state entering a first
+    chunk adds nothing, and the state leaving the last chunk is only computed as the final state.
 
     Returns:
-        the final states per direction (B, H, P, N) ([] unless ``want_final``); without y,
-        H_c entering every chunk (R, G, n_c, N, Hg, P), else None.
+        the final states per direction (B, H, P, N) ([] unless ``want_final``); with
+        ``want_states`` (the backward pass's recomputation), H_c entering every chunk
+        (R, G, n_c, N, Hg, P), else None.
     """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
-    states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if y is None else None
+    states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if want_states else None
     tokens = lay.new(lay.batch, G, q, Hg, P)  # one chunk's weighted x_dt, or its C H
     h, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
     finals = []
@@ -463,9 +463,9 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
             h.copy_(lay.state_to_n_major(h0))
         v = DirectionViews(lay, d, x_dt, B_s, C_s, decays)
         for i, c in enumerate(d.chunks):
-            if y is None:
+            if want_states:
                 states[d.rows, :, c] = h
-            elif not is_zero:
+            if y is not None and not is_zero:
                 chunk_scan_off_fwd(lay, v, c, h, lay.group_token(y)[d.rows], tokens)
             if i < lay.n_chunks - 1 or want_final:
                 h_next = chunk_state_fwd(lay, v, c, tokens, spare)
