@@ -82,3 +82,25 @@ def strong_decay_inputs(dt_scale: float, batch: int = 1, length: int = 130, head
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """max |actual - expected| / max |expected| over the tensor."""
     return ((actual.double() - expected).abs().max() / expected.abs().max()).item()
+
+
+def decay_gradient_errors(inputs: Dict[str, torch.Tensor], mode: str, scan) -> Dict[str, float]:
+    """Relative errors of the gradients of A, dt and dt_bias that ``scan(float32 leaves, mode)``
+    (a tuple of outputs) gives against the float64 oracle on the same float32 values; ``mode``
+    'forward' or 'reverse' (outputs y and the final state) or 'bidirectional' (y of each
+    direction). The loss weights every output by fixed random weights."""
+    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+    ours = {k: v.float().requires_grad_() for k, v in inputs.items()}
+    ref = {k: v.float().double().requires_grad_() for k, v in inputs.items()}
+    if mode == 'bidirectional':
+        refs = [ssd_scan_naive(**ref, dt_softplus=True, reverse=r) for r in (False, True)]
+    else:
+        refs = ssd_scan_naive(**ref, dt_softplus=True, reverse=mode == 'reverse',
+                              return_final_states=True)
+    outs = scan(ours, mode)
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(r.shape, generator=gen, dtype=torch.float64).to(r.device)
+               for r in refs]
+    sum((o.double() * w).sum() for o, w in zip(outs, weights)).backward()
+    sum((r * w).sum() for r, w in zip(refs, weights)).backward()
+    return {n: relative_error(ours[n].grad, ref[n].grad) for n in ('A', 'dt', 'dt_bias')}

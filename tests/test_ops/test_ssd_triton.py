@@ -54,7 +54,7 @@ from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference  # noqa: E402
 from dinomamba_mm.ops.ssd.triton_chunk import _kernel_chunk  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import relative_error, strong_decay_inputs  # noqa: E402
+from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
@@ -369,26 +369,20 @@ def test_nan_in_dt_does_not_reach_earlier_tokens(reverse, nan_x, dt_limit):
 
 def _decay_gradients_triton(inputs, chunk_size, reverse, bidirectional):
     """Relative errors of the gradients of A, dt and dt_bias of the Triton path against the
-    float64 oracle (on the same float32 values); a single direction's loss takes y and the final
-    state."""
+    float64 oracle (``ssd_cases.decay_gradient_errors``)."""
     names = ('x', 'dt', 'A', 'B', 'C', 'D', 'dt_bias')
-    ours = {k: v.float().requires_grad_() for k, v in inputs.items()}
-    ref = {k: v.float().double().requires_grad_() for k, v in inputs.items()}
-    if bidirectional:
-        outs = ssd_bidirectional_triton(*((ours[n], ours[n]) for n in names[:5]), chunk_size,
-                                        (ours['D'], ours['D']), (None, None),
-                                        (ours['dt_bias'], ours['dt_bias']), True,
-                                        (0.0, float('inf')))
-        refs = [ssd_scan_naive(**ref, dt_softplus=True, reverse=r) for r in (False, True)]
-    else:
-        outs = ssd_chunk_triton(*(ours[n] for n in names[:5]), chunk_size, ours['D'], None,
+
+    def scan(ours, mode):
+        if mode == 'bidirectional':
+            return ssd_bidirectional_triton(*((ours[n], ours[n]) for n in names[:5]), chunk_size,
+                                            (ours['D'], ours['D']), (None, None),
+                                            (ours['dt_bias'], ours['dt_bias']), True,
+                                            (0.0, float('inf')))
+        return ssd_chunk_triton(*(ours[n] for n in names[:5]), chunk_size, ours['D'], None,
                                 ours['dt_bias'], True, (0.0, float('inf')), None, True, reverse)
-        refs = ssd_scan_naive(**ref, dt_softplus=True, reverse=reverse, return_final_states=True)
-    gen = torch.Generator().manual_seed(0)
-    weights = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in refs]
-    sum((o.double() * w).sum() for o, w in zip(outs, weights)).backward()
-    sum((r * w).sum() for r, w in zip(refs, weights)).backward()
-    return {n: relative_error(ours[n].grad, ref[n].grad) for n in ('A', 'dt', 'dt_bias')}
+
+    mode = 'bidirectional' if bidirectional else 'reverse' if reverse else 'forward'
+    return decay_gradient_errors(inputs, mode, scan)
 
 
 @pytest.mark.parametrize('dt_scale,length,chunk_size,reverse,bidirectional', [
