@@ -279,6 +279,8 @@ def test_teacher_mode_train_is_one_step_of_the_papers_loop(backbone):
     inputs = crops()
     reference_backbone = copy.deepcopy(model.backbone)
     reference_neck = copy.deepcopy(model.neck)
+    before = {**{k: v.clone() for k, v in reference_backbone.state_dict().items()},
+              **{f'neck.{k}': v.clone() for k, v in reference_neck.state_dict().items()}}
 
     torch.manual_seed(7)
     ref_loss, ref_student, ref_teacher = _paper_step(
@@ -305,7 +307,12 @@ def test_teacher_mode_train_is_one_step_of_the_papers_loop(backbone):
                  **{f'teacher.neck.{k}': v for k, v in ref_teacher[1].state_dict().items()}}
     assert ours.keys() == reference.keys()
     for key, value in reference.items():
-        torch.testing.assert_close(ours[key], value, rtol=1e-5, atol=1e-6,
+        # float32 rounding, bounded by the size of the tensor and of its update (up to ~10 at
+        # lr 0.5: an element that ends near 0 carries the update's rounding); a wrong step is
+        # off by the update itself
+        start = before[key.split('.', 1)[1]]
+        scale = max(value.abs().max().item(), (value - start).abs().max().item())
+        torch.testing.assert_close(ours[key], value, rtol=0, atol=1e-5 * scale,
                                    msg=lambda m, key=key: f"{key}: {m}")
     assert all(m.training for m in model.teacher.modules())
 
