@@ -33,7 +33,7 @@ from benchmark_utils import (PeakMemory, Timer, add_malloc_option, fmt,  # noqa:
 
 from dinomamba_mm.ops.ssd import ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
-from dinomamba_mm.ops.ssd.reference import _segment_sums  # noqa: E402
+from dinomamba_mm.ops.ssd.reference import segment_sums  # noqa: E402
 
 # (B, L, H, P, N); the long sequences use a smaller batch so that the minimal listing fits
 FULL_SHAPES = [(8, 197, 24, 64, 64), (8, 785, 24, 64, 64), (8, 3137, 24, 64, 64),
@@ -56,12 +56,12 @@ def minimal_chunked_ssd(X, A, B, C, block_len):
     X, A, B, C = (t.reshape(b, l // block_len, block_len, *t.shape[2:]) for t in (X, A, B, C))
     A = A.permute(0, 3, 1, 2)  # b h c l
     A_cumsum = torch.cumsum(A, dim=-1)
-    decay_in_chunk = torch.exp(_segment_sums(A))
+    decay_in_chunk = torch.exp(segment_sums(A))
     Y_diag = torch.einsum('bclhn,bcshn,bhcls,bcshp->bclhp', C, B, decay_in_chunk, X)
     decay_to_end = torch.exp(A_cumsum[..., -1:] - A_cumsum)
     states = torch.einsum('bclhn,bhcl,bclhp->bchpn', B, decay_to_end, X)
     states = torch.cat([torch.zeros_like(states[:, :1]), states], dim=1)
-    decay_between = torch.exp(_segment_sums(F.pad(A_cumsum[..., -1], (1, 0))))
+    decay_between = torch.exp(segment_sums(F.pad(A_cumsum[..., -1], (1, 0))))
     states = torch.einsum('bhzc,bchpn->bzhpn', decay_between, states)[:, :-1]
     Y_off = torch.einsum('bclhn,bchpn,bhcl->bclhp', C, states, torch.exp(A_cumsum))
     return (Y_diag + Y_off).reshape(b, l, h, p)
@@ -77,15 +77,15 @@ def _minimal_one_direction(x, dt, A, B, C, D, dt_bias):
     return minimal_chunked_ssd(Xp, dtp * A, Bp, Cp, CHUNK)[:, :length] + x * D[:, None]
 
 
-def _flip(t):
-    return t.flip(1)
+def _two_calls(one_direction, x, dt, A, B, C, D, dt_bias):
+    """Both directions, one call each; the backward one on flipped copies, flipped back."""
+    flip = [lambda t: t, lambda t: t.flip(1)]
+    return tuple(flip[k](one_direction(flip[k](x[k]), flip[k](dt[k]), A[k], flip[k](B[k]),
+                                       flip[k](C[k]), D[k], dt_bias[k])) for k in range(2))
 
 
-def minimal_bidirectional(x, dt, A, B, C, D, dt_bias):
-    """Both directions with the minimal listing; the backward one on flipped copies."""
-    return (_minimal_one_direction(x[0], dt[0], A[0], B[0], C[0], D[0], dt_bias[0]),
-            _minimal_one_direction(_flip(x[1]), _flip(dt[1]), A[1], _flip(B[1]), _flip(C[1]),
-                                   D[1], dt_bias[1]).flip(1))
+def minimal_bidirectional(**inputs):
+    return _two_calls(_minimal_one_direction, **inputs)
 
 
 def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
@@ -111,13 +111,10 @@ def load_baseline(path: str) -> Callable:
     return baseline_bidirectional
 
 
-def mamba_ssm_bidirectional(x, dt, A, B, C, D, dt_bias):
+def mamba_ssm_bidirectional(**inputs):
     from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
-    kw = dict(chunk_size=CHUNK, dt_softplus=True)
-    return (mamba_chunk_scan_combined(x[0], dt[0], A[0], B[0], C[0], D=D[0], dt_bias=dt_bias[0],
-                                      **kw),
-            mamba_chunk_scan_combined(_flip(x[1]), _flip(dt[1]), A[1], _flip(B[1]), _flip(C[1]),
-                                      D=D[1], dt_bias=dt_bias[1], **kw).flip(1))
+    return _two_calls(lambda x, dt, A, B, C, D, dt_bias: mamba_chunk_scan_combined(
+        x, dt, A, B, C, chunk_size=CHUNK, D=D, dt_bias=dt_bias, dt_softplus=True), **inputs)
 
 
 def make_inputs(shape, device, dtype, seed=0):

@@ -213,11 +213,15 @@ class BidirectionalMamba2Mixer(nn.Module):
                 b.unflatten(-1, (self.ngroups, self.d_state)),
                 c.unflatten(-1, (self.ngroups, self.d_state)))
 
-    def _convolved(self, xbc: torch.Tensor):
-        """Forward then backward, (x, B, C) of :meth:`_split_xbc` after that direction's
-        convolution of xbc (B, L, d_inner + 2GN)."""
-        return [self._split_xbc(self._conv(xbc, conv, causal=not backward))
-                for backward, conv in ((False, self.conv1d), (True, self.conv1d_b))]
+    def _direction_inputs(self, xbc: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
+        """Forward then backward: x, A, B, C, D, dt_bias of that direction's scan, from
+        in_proj's xbc (B, L, d_inner + 2GN) after that direction's convolution."""
+        inputs = []
+        for backward in (False, True):
+            conv, A, d, dt_bias = self._direction(backward)
+            x, b, c = self._split_xbc(self._conv(xbc, conv, causal=not backward))
+            inputs.append(dict(x=x, A=A, B=b, C=c, D=d, dt_bias=dt_bias))
+        return inputs
 
     def _project(self, u: torch.Tensor):
         """z (B, L, d_inner), xBC (B, L, d_inner + 2GN) and dt (B, L, H) of the mixer input u."""
@@ -240,16 +244,10 @@ class BidirectionalMamba2Mixer(nn.Module):
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
         z, xbc, dt = self._project(u)
-        per_direction = self._convolved(xbc)
-        directions = {}
-        for name, backward, (x, b, c) in zip(('forward', 'backward'), (False, True),
-                                             per_direction):
-            _, A, d, dt_bias = self._direction(backward)
-            directions[name] = dict(
-                x=x, dt=dt, A=A, B=b, C=c, D=d, dt_bias=dt_bias, dt_softplus=True,
-                dt_limit=self.dt_limit, reverse=backward)
-        directions['z'] = z
-        return directions
+        forward, backward = self._direction_inputs(xbc)
+        options = dict(dt=dt, dt_softplus=True, dt_limit=self.dt_limit)
+        return dict(forward=dict(forward, **options, reverse=False),
+                    backward=dict(backward, **options, reverse=True), z=z)
 
     def mixing_matrices(self, u: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward mixing matrices M, each (B, H, L, L) float32, for input u."""
@@ -277,13 +275,11 @@ class BidirectionalMamba2Mixer(nn.Module):
         the scan from its inputs, and the convolved x, B, C that the scan keeps are rebuilt from
         xbc when its backward reads them, as mamba_ssm's fused mixer does.
         """
-        (x_f, B_f, C_f), (x_b, B_b, C_b) = self._convolved(xbc)
-        (_, A_f, D_f, bias_f), (_, A_b, D_b, bias_b) = (self._direction(b) for b in (False, True))
-        with self._rebuilt_when_read(xbc, [x_f, x_b]):
+        fwd, bwd = self._direction_inputs(xbc)
+        with self._rebuilt_when_read(xbc, [fwd['x'], bwd['x']]):
             return ssd_scan_bidirectional(
-                (x_f, x_b), dt, (A_f, A_b), (B_f, B_b), (C_f, C_b), chunk_size=self.chunk_size,
-                D=(D_f, D_b), dt_bias=(bias_f, bias_b), dt_softplus=True,
-                dt_limit=self.dt_limit, impl=self.ssd_impl)
+                dt=dt, **{k: (fwd[k], bwd[k]) for k in fwd}, chunk_size=self.chunk_size,
+                dt_softplus=True, dt_limit=self.dt_limit, impl=self.ssd_impl)
 
     def _rebuilt_when_read(self, xbc: torch.Tensor, outputs: Sequence[torch.Tensor]):
         """The context in which autograd keeps recipes for the convolutions' ``outputs`` (forward,

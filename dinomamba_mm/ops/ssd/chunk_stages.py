@@ -104,11 +104,6 @@ class Direction:
     chunks: Tuple[int, ...]
     exit: int
 
-    @property
-    def pairs(self) -> Iterator[Tuple[int, int]]:
-        """(c, next chunk in scan order) for every chunk but the last."""
-        return zip(self.chunks[:-1], self.chunks[1:])
-
 
 class ChunkLayout:
     """Sizes, the stacked rows of every direction and views of the stacked tensors."""
@@ -147,10 +142,10 @@ class ChunkLayout:
         return torch.zeros(*shape, dtype=self.dtype, device=self.device)
 
     def stack_tokens(self, tensors: Sequence[Tensor]) -> Tensor:
-        """Per direction (B, L, K, M) -> (R, K, Lp, M) in the compute dtype,
+        """Per direction (B, L, K, ...) -> (R, K, Lp, ...) in the compute dtype,
         zeros on the padding."""
         first = tensors[0]
-        out = self.new(self.rows, first.shape[2], self.padded, first.shape[3])
+        out = self.new(self.rows, first.shape[2], self.padded, *first.shape[3:])
         for d, t in zip(self.directions, tensors):
             self.zero_padding(out[d.rows], d, dim=2)
             out[d.rows, :, d.tokens] = t.transpose(1, 2)
@@ -169,12 +164,8 @@ class ChunkLayout:
         return slice(c * self.q, (c + 1) * self.q)
 
     def group_token(self, t: Tensor) -> Tensor:
-        """Head-major (R', H, Lp, P) -> (R', G, Lp, Hg, P) view."""
+        """Head-major (R', H, Lp, ...) -> (R', G, Lp, Hg, ...) view."""
         return t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3)
-
-    def per_head(self, t: Tensor) -> Tensor:
-        """(R', H, Lp) -> (R', G, Lp, Hg, 1) view, to scale group-token tensors."""
-        return t.unflatten(1, (self.groups, self.per_group)).transpose(2, 3).unsqueeze(-1)
 
     def state_to_n_major(self, h: Tensor) -> Tensor:
         """(B, H, P, N) -> (B, G, N, Hg, P) copy in the compute dtype."""
@@ -265,11 +256,8 @@ class DtCumsum(NamedTuple):
 
 def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     """dt' = clamp(softplus?(dt + dt_bias)) and its running sums s of dt' A per chunk."""
-    dt = lay.new(lay.rows, lay.heads, lay.padded)
-    for k, d in enumerate(lay.directions):
-        lay.zero_padding(dt[d.rows], d, dim=2)
-        dt[d.rows, :, d.tokens] = preprocess_dt(inp.dt[k], inp.dt_bias[k], inp.dt_softplus,
-                                                inp.dt_limit, lay.dtype).transpose(1, 2)
+    dt = lay.stack_tokens([preprocess_dt(dt, bias, inp.dt_softplus, inp.dt_limit, lay.dtype)
+                           for dt, bias in zip(inp.dt, inp.dt_bias)])
     A = torch.cat([A.to(torch.float64).expand(lay.batch, -1) for A in inp.A])  # (R, H)
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
@@ -366,11 +354,6 @@ def _state_matrices(lay: ChunkLayout, t: Tensor) -> Tensor:
     return t.view(-1, lay.dstate, lay.per_group * lay.headdim)
 
 
-def _per_chunk_state(lay: ChunkLayout, t: Tensor) -> Tensor:
-    """(R, H, n_c) -> (R, G, n_c, 1, Hg, 1) view, to scale N-major states."""
-    return t.unflatten(1, (lay.groups, lay.per_group)).transpose(2, 3)[:, :, :, None, :, None]
-
-
 class DirectionViews:
     """One direction's rows of the stacked tensors as the state stages read them, made once per
     loop so that a chunk is a slice: token tensors per group (B, G, Lp, Hg, ...), B, C and their
@@ -389,8 +372,8 @@ class DirectionViews:
                  decays: Decays, **grads: Tensor):
         rows = d.rows
 
-        def per_group(t: Tensor) -> Tensor:  # head-major (R, H, Lp, ...) -> (B, G, Lp, Hg, ...)
-            return t.unflatten(1, (lay.groups, lay.per_group)).transpose(2, 3)[rows]
+        def per_group(t: Tensor) -> Tensor:
+            return lay.group_token(t)[rows]
 
         def matrices(t: Tensor) -> Tensor:  # (R, G, Lp, N) -> (B G, n_c, Q, N)
             return t[rows].view(-1, lay.n_chunks, lay.q, lay.dstate)
@@ -398,7 +381,7 @@ class DirectionViews:
         self.x_dt = per_group(x_dt)
         self.to_exit = per_group(decays.to_exit.unsqueeze(-1))
         self.from_entry = per_group(decays.from_entry.unsqueeze(-1))
-        self.decay = _per_chunk_state(lay, decays.chunk)[rows]
+        self.decay = per_group(decays.chunk)[:, :, :, None, :, None]  # scales N-major states
         self.B, self.C = matrices(B), matrices(C)
         if grads:
             self.dy, self.d_x_dt = per_group(grads['dy']), per_group(grads['d_x_dt'])

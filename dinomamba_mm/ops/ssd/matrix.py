@@ -6,6 +6,7 @@ side (i >= j forward, i <= j reverse) and 0 elsewhere. O(L^2) memory: meant for 
 """
 import torch
 
+from .reference import segment_sums
 from .scan_inputs import preprocess_dt
 
 
@@ -15,16 +16,9 @@ def mixing_matrix(dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.T
     heads, groups = dt.shape[2], B.shape[2]
     dtp = preprocess_dt(dt, dt_bias, dt_softplus, dt_limit).transpose(1, 2)  # (B, H, L)
     log_decay = dtp * A.float()[None, :, None]
-    length = dtp.shape[-1]
-    if reverse:
-        # decay from j to i <= j: steps i .. j-1 = suffix sums s_i - s_j
-        cs = torch.flip(torch.cumsum(torch.flip(log_decay, (-1,)), -1), (-1,))
-        side = torch.ones(length, length, dtype=torch.bool, device=dt.device).triu()
-    else:
-        # decay from j to i >= j: steps j+1 .. i = prefix sums c_i - c_j
-        cs = torch.cumsum(log_decay, -1)
-        side = torch.ones(length, length, dtype=torch.bool, device=dt.device).tril()
-    seg = (cs[..., :, None] - cs[..., None, :]).masked_fill(~side, -float('inf'))
+    # decay from j to i: steps j+1 .. i (i >= j) forward, i .. j-1 (i <= j) reverse
+    seg = (segment_sums(log_decay.flip(-1)).flip(-1, -2) if reverse
+           else segment_sums(log_decay))
     cb = torch.einsum('bign,bjgn->bgij', C.float(), B.float())
     cb = cb.repeat_interleave(heads // groups, dim=1)  # (B, H, L, L)
     return torch.exp(seg) * cb * dtp[:, :, None, :]

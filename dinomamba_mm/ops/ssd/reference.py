@@ -16,7 +16,7 @@ from .scan_inputs import preprocess_dt
 Tensor = torch.Tensor
 
 
-def _segment_sums(a: Tensor) -> Tensor:
+def segment_sums(a: Tensor) -> Tensor:
     """(..., T) -> (..., T, T): sum of a[j+1 .. i] for j <= i, -inf above the diagonal."""
     cumulative = torch.cumsum(a, dim=-1)
     sums = cumulative[..., :, None] - cumulative[..., None, :]
@@ -53,6 +53,7 @@ def ssd_chunked_reference(
     per_group = heads // B.shape[2]
     x, B, C = x.to(dtype), B.to(dtype).repeat_interleave(per_group, 2), \
         C.to(dtype).repeat_interleave(per_group, 2)
+    x_in = x  # input order, for D x
     if reverse:
         x, dt, B, C = (t.flip(1) for t in (x, dt, B, C))
     pad = -length % chunk_size  # dt' = 0 past the end: no decay, no input
@@ -63,7 +64,7 @@ def ssd_chunked_reference(
     dA = (dt * A.to(dtype)).permute(0, 3, 1, 2)
     dA_cumsum = torch.cumsum(dA, dim=-1)
     # chunk_scan, diagonal blocks: y_i += sum_{j<=i} exp(s_i - s_j) (C_i . B_j) dt'_j x_j
-    decay = torch.exp(_segment_sums(dA))
+    decay = torch.exp(segment_sums(dA))
     y_diag = torch.einsum('bclhn,bcshn,bhcls,bcsh,bcshp->bclhp', C, B, decay, dt, x)
     # chunk_state: S_c = sum_j exp(s_last - s_j) dt'_j x_j B_j^T
     decay_to_end = torch.exp(dA_cumsum[..., -1:] - dA_cumsum)
@@ -72,7 +73,7 @@ def ssd_chunked_reference(
     if initial_states is None:
         initial_states = torch.zeros_like(chunk_states[:, 0])
     chunk_states = torch.cat([initial_states.to(dtype)[:, None], chunk_states], dim=1)
-    decay_chunks = torch.exp(_segment_sums(F.pad(dA_cumsum[..., -1], (1, 0))))
+    decay_chunks = torch.exp(segment_sums(F.pad(dA_cumsum[..., -1], (1, 0))))
     states = torch.einsum('bhzc,bchpn->bzhpn', decay_chunks, chunk_states)
     states, final_states = states[:, :-1], states[:, -1]
     # chunk_scan, off-diagonal: y_i += exp(s_i) C_i H_c
@@ -81,11 +82,8 @@ def ssd_chunked_reference(
     y = (y_diag + y_off).flatten(1, 2)[:, :length]
     if reverse:
         y = y.flip(1)
-    x = x.flatten(1, 2)[:, :length]
-    if reverse:
-        x = x.flip(1)
     if D is not None:
-        y = y + x * (D.to(dtype)[:, None] if D.dim() == 1 else D.to(dtype))
+        y = y + x_in * (D.to(dtype)[:, None] if D.dim() == 1 else D.to(dtype))
     if z is not None:
         y = y * F.silu(z.to(dtype))
     return (y, final_states) if return_final_states else y

@@ -105,6 +105,22 @@ class _Meta:
         self.heads_total = self.directions * self.batch * self.nheads
         self.device = x.device
         self.x_dtype = x.dtype
+        self.sizes = (self.batch, self.seqlen, self.nheads, self.heads_per_group, self.nchunks,
+                      self.hdim, self.dstate, self.rev_bits)
+        self.tiles = dict(Q=self.Q, BLOCK_N=self.block_n, DOT_PRECISION=self.dot_precision)
+
+    def p_grid(self, META) -> Tuple[int, int, int]:
+        """(direction, batch, head) x chunk x block of P."""
+        return self.heads_total, self.nchunks, triton.cdiv(self.hdim, META['BLOCK_P'])
+
+    def dt_launch(self, kernel, inp: ScanInputs, *tensors: Tensor) -> None:
+        """A dt' kernel (grid (direction, batch) x chunk x block of heads) on ``tensors``."""
+        kernel[lambda META: (self.directions * self.batch, self.nchunks,
+                             triton.cdiv(self.nheads, META['BLOCK_H']))](
+            *inp.dt, *inp.A, *inp.dt_bias, *tensors,
+            self.batch, self.seqlen, self.nheads, self.nchunks, self.rev_bits, self.dt_min,
+            self.dt_max, *inp.dt[0].stride(),
+            HAS_BIAS=self.has_bias, SOFTPLUS=self.softplus, CLAMP=self.clamp, Q=self.Q)
 
     def f32(self, *shape: int) -> Tensor:
         return torch.empty(*shape, device=self.device, dtype=torch.float32)
@@ -120,24 +136,16 @@ def dA_cumsum_fwd(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor]:
     differences of it), both (ndir B H, nchunks, Q)."""
     dt = m.scan_layout()
     dA_cumsum = torch.empty_like(dt, dtype=torch.float64)
-    kernels._dA_cumsum_fwd_kernel[lambda META: (
-        m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
-        *inp.dt, *inp.A, *inp.dt_bias, dt, dA_cumsum,
-        m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
-        *inp.dt[0].stride(),
-        HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
+    m.dt_launch(kernels._dA_cumsum_fwd_kernel, inp, dt, dA_cumsum)
     return dt, dA_cumsum
 
 
 def chunk_state_fwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor) -> Tensor:
     """S_c of every chunk, (ndir B H, nchunks, P, N)."""
     states = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
-    kernels._chunk_state_fwd_kernel[lambda META: (
-        m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
+    kernels._chunk_state_fwd_kernel[m.p_grid](
         *inp.x, *inp.B, dt, dA_cumsum, states,
-        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x[0].stride(), *inp.B[0].stride(),
-        Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        *m.sizes, *inp.x[0].stride(), *inp.B[0].stride(), **m.tiles)
     return states
 
 
@@ -158,14 +166,11 @@ def chunk_scan_fwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor,
     gate."""
     y = torch.empty(m.directions, m.batch, m.seqlen, m.nheads, m.hdim, device=m.device,
                     dtype=m.x_dtype)
-    kernels._chunk_scan_fwd_kernel[lambda META: (
-        m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.x, *inp.B, *inp.C, *inp.D, *inp.z, dt, dA_cumsum,
-        states, y,
-        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
+    kernels._chunk_scan_fwd_kernel[m.p_grid](
+        *inp.x, *inp.B, *inp.C, *inp.D, *inp.z, dt, dA_cumsum, states, y, *m.sizes,
         *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
         *_d_strides(inp.D[0]), *_strides(inp.z[0], 4),
-        HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        HAS_D=m.has_d, HAS_Z=m.has_z, **m.tiles)
     return y
 
 
@@ -173,12 +178,9 @@ def chunk_scan_fwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor,
 def chunk_scan_bwd_dstates(m: _Meta, inp: ScanInputs, dy: Tensor, dA_cumsum: Tensor) -> Tensor:
     """The part of dL/dH_c that chunk c's outputs contribute, (ndir B H, nchunks, P, N)."""
     dstates = m.f32(m.heads_total, m.nchunks, m.hdim, m.dstate)
-    kernels._chunk_scan_bwd_dstates_kernel[lambda META: (
-        m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
-        *inp.C, *inp.z, dy, dA_cumsum, dstates,
-        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.C[0].stride(), *_strides(inp.z[0], 4),
-        HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+    kernels._chunk_scan_bwd_dstates_kernel[m.p_grid](
+        *inp.C, *inp.z, dy, dA_cumsum, dstates, *m.sizes,
+        *inp.C[0].stride(), *_strides(inp.z[0], 4), HAS_Z=m.has_z, **m.tiles)
     return dstates
 
 
@@ -227,26 +229,22 @@ def chunk_scan_chunk_state_bwd(m: _Meta, inp: ScanInputs, dy: Tensor, dt: Tensor
     dx = m.f32(m.directions, m.batch, m.seqlen, m.nheads, m.hdim)
     dz = torch.empty_like(dx) if m.has_z else None
     dD = m.f32(m.heads_total, m.nchunks, m.hdim) if m.has_d else None
-    kernels._chunk_scan_chunk_state_bwd_dx_kernel[lambda META: (
-        m.heads_total, m.nchunks, triton.cdiv(m.hdim, META['BLOCK_P']))](
+    kernels._chunk_scan_chunk_state_bwd_dx_kernel[m.p_grid](
         *inp.x, *inp.B, *inp.C, *inp.D, *inp.z, dy,
         dt, dA_cumsum, states, dstates, dx, dz if dz is not None else dx,
-        dD if dD is not None else dx,
-        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
+        dD if dD is not None else dx, *m.sizes,
         *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
         *_d_strides(inp.D[0]), *_strides(inp.z[0], 4),
-        HAS_D=m.has_d, HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        HAS_D=m.has_d, HAS_Z=m.has_z, **m.tiles)
 
     dB = m.f32(m.directions, m.batch, m.seqlen, m.nheads, m.dstate)
     dC = torch.empty_like(dB)
     ddt, ddA = m.scan_layout(), m.scan_layout()
     kernels._chunk_scan_chunk_state_bwd_dbc_kernel[(m.heads_total, m.nchunks)](
         *inp.x, *inp.B, *inp.C, *inp.z, dy,
-        dt, dA_cumsum, states, dstates, ddA_last, dB, dC, ddt, ddA,
-        m.batch, m.seqlen, m.nheads, m.heads_per_group, m.nchunks, m.hdim, m.dstate, m.rev_bits,
-        *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(),
-        *_strides(inp.z[0], 4),
-        HAS_Z=m.has_z, Q=m.Q, BLOCK_N=m.block_n, DOT_PRECISION=m.dot_precision)
+        dt, dA_cumsum, states, dstates, ddA_last, dB, dC, ddt, ddA, *m.sizes,
+        *inp.x[0].stride(), *inp.B[0].stride(), *inp.C[0].stride(), *_strides(inp.z[0], 4),
+        HAS_Z=m.has_z, **m.tiles)
     return _ChunkGrads(dx, dz, dD, dB, dC, ddt, ddA)
 
 
@@ -255,12 +253,7 @@ def dA_cumsum_bwd(m: _Meta, inp: ScanInputs, dt: Tensor, ddA: Tensor,
     """dL/d(dt + dt_bias) (ndir, B, L, H) and dA (ndir, H)."""
     ddt_raw = m.f32(m.directions, m.batch, m.seqlen, m.nheads)
     dA_parts = m.f32(m.heads_total, m.nchunks)
-    kernels._dA_cumsum_bwd_kernel[lambda META: (
-        m.directions * m.batch, m.nchunks, triton.cdiv(m.nheads, META['BLOCK_H']))](
-        *inp.dt, *inp.A, *inp.dt_bias, dt, ddA, ddt, ddt_raw, dA_parts,
-        m.batch, m.seqlen, m.nheads, m.nchunks, m.rev_bits, m.dt_min, m.dt_max,
-        *inp.dt[0].stride(),
-        HAS_BIAS=m.has_bias, SOFTPLUS=m.softplus, CLAMP=m.clamp, Q=m.Q)
+    m.dt_launch(kernels._dA_cumsum_bwd_kernel, inp, dt, ddA, ddt, ddt_raw, dA_parts)
     dA = dA_parts.view(m.directions, m.batch, m.nheads, m.nchunks).sum((1, 3))
     return ddt_raw, dA
 
