@@ -19,7 +19,8 @@ def check_arch_fields(arch: Mapping, fields: Sequence[str]) -> None:
 
 def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in_channels: Any,
                         drop_rate: Any, drop_path_rate: Any, num_layers: Optional[int],
-                        frozen_stages: Any, interpolate_mode: Any) -> None:
+                        frozen_stages: Any, interpolate_mode: Any,
+                        interpolate_modes: Sequence[str] = INTERPOLATE_MODES) -> None:
     """Check the arguments every backbone shares.
 
     Args:
@@ -29,13 +30,15 @@ def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in
         drop_rate, drop_path_rate: numbers in [0, 1) (1 would drop everything: NaN in training).
         num_layers: the backbone's depth (already checked; None: not known yet).
         frozen_stages: an int in [-1, num_layers] (more would freeze nothing more).
-        interpolate_mode: one of :data:`INTERPOLATE_MODES`.
+        interpolate_mode: one of ``interpolate_modes``.
+        interpolate_modes: the modes the backbone's position-embedding resize takes
+            (:data:`INTERPOLATE_MODES` by default).
 
     Raises:
         TypeError / ValueError naming the argument, what was expected and the value given.
     """
     check_int('frozen_stages', frozen_stages, -1, num_layers)
-    check_choice('interpolate_mode', interpolate_mode, INTERPOLATE_MODES)
+    check_choice('interpolate_mode', interpolate_mode, interpolate_modes)
     check_int('patch_size', patch_size, 1)
     check_int('in_channels', in_channels, 1)
     check_number('drop_rate', drop_rate, 0, 1, exclusive_maximum=True)

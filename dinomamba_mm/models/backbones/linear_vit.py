@@ -1,5 +1,5 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Dict, Sequence, Tuple, Union
+from typing import Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -30,13 +30,13 @@ class LinearViT(VisionTransformer):
             ``VisionTransformer``, checked as in :class:`DinoVim` (same messages).
         norm_eval: keep the LayerNorms in eval mode during training.
         attn_drop_rate: must be 0 (there is no attention matrix to drop).
+        interpolate_mode (in ``kwargs``): 'bicubic' (default) or 'bilinear', the modes
+            mmpretrain's position-embedding resize takes.
         pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size
             (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
         init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
             (a checkpoint that fits nothing is an error).
         **kwargs: ``VisionTransformer``'s other arguments.
-
-    Analysis: :meth:`phi_qk` returns phi(Q), phi(K) per head of chosen layers.
     """
     arch_zoo = {
         **VisionTransformer.arch_zoo,
@@ -73,9 +73,10 @@ class LinearViT(VisionTransformer):
                                lambda heads: heads >= 1 and dims % heads == 0)
         settings = self.arch_zoo.get(arch.lower(), {}) if isinstance(arch, str) else arch
         num_layers = settings.get('num_layers') if isinstance(settings, dict) else None
+        # mmpretrain's resize_pos_embed passes align_corners, which only these modes take
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             num_layers, kwargs.get('frozen_stages', -1),
-                            kwargs.get('interpolate_mode', 'bicubic'))
+                            kwargs.get('interpolate_mode', 'bicubic'), ('bilinear', 'bicubic'))
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
         kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
@@ -133,40 +134,12 @@ class LinearViT(VisionTransformer):
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, C, H, W) -> ViT's outputs (see ``out_type``); B may be 0."""
-        self._check_input(inputs)
-        return super().forward(inputs)
-
-    def _check_input(self, inputs: torch.Tensor) -> None:
         check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
                           self.pad_to_patch)
+        return super().forward(inputs)
 
     def _format_output(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         if self.out_type == 'featmap':  # ViT's reshape(B, h, w, -1) is ambiguous for B = 0
             patches = x[:, self.num_extra_tokens:]
             return patches.reshape(x.shape[0], *hw, x.shape[-1]).permute(0, 3, 1, 2)
         return super()._format_output(x, hw)
-
-    @torch.no_grad()
-    def phi_qk(self, inputs: torch.Tensor,
-               layer_indices: Sequence[int]) -> Dict[int, Tuple[torch.Tensor, torch.Tensor]]:
-        """phi(Q), phi(K) of chosen layers for images ``inputs`` (B, 3, H, W).
-
-        Returns:
-            {layer index: (phi_q, phi_k)}, each (B, heads, L, head_dims) over the full sequence
-            (class token first).
-        """
-        wanted = sorted(check_indices('layer_indices', layer_indices, self.num_layers))
-        self._check_input(inputs)
-        x, patch_resolution = self.patch_embed(inputs)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
-        x = x + self.resize_pos_embed(self.pos_embed, self.patch_resolution, patch_resolution,
-                                      mode=self.interpolate_mode,
-                                      num_extra_tokens=self.num_extra_tokens)
-        x = self.pre_norm(self.drop_after_pos(x))
-        maps = {}
-        for i, layer in enumerate(self.layers[:wanted[-1] + 1]):
-            if i in wanted:
-                maps[i] = layer.attn.feature_maps(layer.ln1(x))
-            x = layer(x)
-        return maps

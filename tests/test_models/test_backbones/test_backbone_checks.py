@@ -69,13 +69,32 @@ MODES = "('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')"
     (dict(out_indices=[1, -1]), ValueError,
      'out_indices must not repeat an index (negative ones count from the end of 2), '
      'got [1, -1]'),
-    (dict(interpolate_mode='cubic'), ValueError,
-     f"interpolate_mode must be one of {MODES}, got 'cubic'"),
 ])
 def test_bad_shared_arguments_name_the_argument(build, kwargs, error, message):
     with pytest.raises(error) as info:
         build(**kwargs)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize('build, mode, modes', [
+    (dinovim, 'cubic', MODES),
+    (linear_vit, 'cubic', "('bilinear', 'bicubic')"),
+    # mmpretrain's resize of the position embedding passes align_corners, which these refuse
+    (linear_vit, 'nearest', "('bilinear', 'bicubic')"),
+    (linear_vit, 'area', "('bilinear', 'bicubic')"),
+])
+def test_interpolate_modes_the_resize_cannot_take_are_refused(build, mode, modes):
+    with pytest.raises(ValueError) as info:
+        build(interpolate_mode=mode)
+    assert str(info.value) == f"interpolate_mode must be one of {modes}, got '{mode}'"
+
+
+@pytest.mark.parametrize('build', BACKBONES)
+@pytest.mark.parametrize('mode', ['bilinear', 'bicubic'])
+def test_interpolate_modes_taken_resize_the_position_embedding(build, mode):
+    with torch.no_grad():
+        out = build(interpolate_mode=mode, out_type='featmap')(torch.randn(1, 3, 48, 64))
+    assert out[-1].shape[-2:] == (6, 8)
 
 
 @pytest.mark.parametrize('build, arch', [(dinovim, DINOVIM_ARCH), (linear_vit, VIT_ARCH)],

@@ -67,22 +67,6 @@ def test_frozen_stages_cover_the_swapped_attention_and_norm_eval():
     assert not model.layers[2].ln1.training
 
 
-def test_phi_qk_matches_the_attention_input():
-    torch.manual_seed(0)
-    model = LinearViT(arch=TINY).eval()
-    captured = {}
-    model.layers[1].attn.register_forward_pre_hook(lambda m, a: captured.setdefault('x', a[0]))
-    img = torch.randn(1, 3, 64, 64)
-    with torch.no_grad():
-        model(img)
-        maps = model.phi_qk(img, [-2])
-    phi_q, phi_k = maps[1]
-    assert phi_q.shape == (1, 4, 17, 8)
-    expected_q, expected_k = model.layers[1].attn.feature_maps(captured['x'])
-    torch.testing.assert_close(phi_q, expected_q)
-    torch.testing.assert_close(phi_k, expected_k)
-
-
 def test_attention_dropout_is_refused():
     with pytest.raises(ValueError, match='attn_drop_rate'):
         LinearViT(arch=TINY, attn_drop_rate=0.1)
