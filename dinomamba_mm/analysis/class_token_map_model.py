@@ -6,6 +6,7 @@ import torch.nn as nn
 from mmengine.model import BaseModel
 from mmengine.structures import BaseDataElement
 
+from dinomamba_mm.argument_checks import check_choice
 from dinomamba_mm.registry import MODELS
 from .class_token_maps import MAP_TYPES, extract_class_token_maps
 
@@ -66,8 +67,7 @@ class ClassTokenMapModel(BaseModel):
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        if map_type not in MAP_TYPES:
-            raise ValueError(f'map_type must be one of {MAP_TYPES}, got {map_type!r}')
+        check_choice('map_type', map_type, MAP_TYPES)
         self.backbone = backbone if isinstance(backbone, nn.Module) else MODELS.build(backbone)
         self.map_type = map_type
         self.layer_indices = list(layer_indices)

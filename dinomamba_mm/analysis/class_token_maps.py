@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from dinomamba_mm.argument_checks import check_choice
 from .mixing_matrix import (MAMBA_KINDS, backbone_blocks, capture_mixer_inputs,
                             find_mixer, mixer_mixing_matrices, normalize_layer_indices)
 from .token_layout import TokenLayout, token_layout
@@ -48,7 +49,7 @@ def class_token_similarity(tokens: torch.Tensor, layout: TokenLayout,
     Returns:
         (B, E', h, w) with E' = 1 for 'mean', else the number of read tokens.
     """
-    _check_query(query)
+    check_choice('query', query, QUERY_MODES)
     tokens = tokens.float()
     read = tokens[:, layout.read.to(tokens.device)]
     if query == 'mean':
@@ -70,17 +71,12 @@ def class_token_attention(rows: torch.Tensor, layout: TokenLayout,
     Returns:
         (B, E' * H, h, w), read-token major.
     """
-    _check_query(query)
+    check_choice('query', query, QUERY_MODES)
     if query == 'mean':
         rows = rows.mean(dim=2, keepdim=True)
     patches = rows[..., layout.patches.to(rows.device)]  # (B, H, E', h*w)
     batch, heads, num_read = patches.shape[:3]
     return patches.transpose(1, 2).reshape(batch, num_read * heads, *layout.grid)
-
-
-def _check_query(query: str) -> None:
-    if query not in QUERY_MODES:
-        raise ValueError(f'query must be one of {QUERY_MODES}, got {query!r}')
 
 
 @contextmanager
@@ -131,9 +127,8 @@ def extract_class_token_maps(backbone: nn.Module,
     Returns:
         :class:`ClassTokenMaps`; K = E' (similarity) or E' * kinds * heads (attention).
     """
-    if map_type not in MAP_TYPES:
-        raise ValueError(f'map_type must be one of {MAP_TYPES}, got {map_type!r}')
-    _check_query(query)
+    check_choice('map_type', map_type, MAP_TYPES)
+    check_choice('query', query, QUERY_MODES)
     unknown = [k for k in mamba_kinds if k not in MAMBA_KINDS]
     if unknown or not mamba_kinds:
         raise ValueError(f'mamba_kinds must be a non-empty subset of {MAMBA_KINDS}, got '

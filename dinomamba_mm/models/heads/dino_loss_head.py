@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from mmengine import dist
 from mmengine.model import BaseModule
 
-from dinomamba_mm.argument_checks import check_int, check_number
+from dinomamba_mm.argument_checks import check_choice, check_int, check_number
 from dinomamba_mm.registry import MODELS
 
 
@@ -72,8 +72,7 @@ class DINOLossHead(BaseModule):
         check_number('student_temp', student_temp, 0, exclusive_minimum=True)
         check_number('teacher_temp', teacher_temp, 0, exclusive_minimum=True)
         check_number('center_momentum', center_momentum, 0, 1)
-        if centering not in self.CENTERINGS:
-            raise ValueError(f'centering must be one of {self.CENTERINGS}, got {centering!r}')
+        check_choice('centering', centering, self.CENTERINGS)
         check_int('sinkhorn_iterations', sinkhorn_iterations, 1)
         self.centering = centering
         self.sinkhorn_iterations = sinkhorn_iterations

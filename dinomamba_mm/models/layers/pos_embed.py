@@ -4,6 +4,8 @@ from typing import Tuple
 import torch
 import torch.nn.functional as F
 
+from dinomamba_mm.argument_checks import check_choice
+
 RESIZE_CONVENTIONS = ('size', 'dino')
 
 
@@ -34,8 +36,7 @@ def resize_pos_embed(pos_embed: torch.Tensor,
     Returns:
         (1, E + dst_h * dst_w, C) in ``pos_embed``'s dtype (interpolation runs in float32).
     """
-    if convention not in RESIZE_CONVENTIONS:
-        raise ValueError(f'convention must be one of {RESIZE_CONVENTIONS}, got {convention!r}')
+    check_choice('convention', convention, RESIZE_CONVENTIONS)
     src_h, src_w = src_hw
     dst_h, dst_w = dst_hw
     if pos_embed.dim() != 3 or pos_embed.shape[0] != 1 or \

@@ -4,6 +4,7 @@ from typing import Sequence, Tuple
 import torch
 from mmengine.model import BaseModule
 
+from dinomamba_mm.argument_checks import check_choice
 from dinomamba_mm.registry import MODELS
 
 
@@ -39,9 +40,7 @@ class LinearProbeNeck(BaseModule):
     def __init__(self, in_type: str = 'cls_token',
                  avgpool_patch_tokens: bool = False) -> None:
         super().__init__()
-        if in_type not in self.IN_TYPES:
-            raise ValueError(f'in_type must be one of {self.IN_TYPES}, '
-                             f'got {in_type!r}')
+        check_choice('in_type', in_type, self.IN_TYPES)
         if avgpool_patch_tokens and in_type != 'raw':
             raise ValueError('avgpool_patch_tokens=True needs the patch tokens, '
                              "i.e. in_type='raw', got in_type="

@@ -8,7 +8,7 @@ from mmpretrain.structures import DataSample
 from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
-from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.argument_checks import check_choice, check_int, check_number
 from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import MODELS
@@ -80,9 +80,7 @@ class DINO(BaseSelfSupervisor):
             raise ValueError('DINO needs a projection head (neck) and a loss head (head), '
                              f'got neck={neck!r}, head={head!r}')
         check_int('num_teacher_crops', num_teacher_crops, 1)
-        if teacher_mode not in self.TEACHER_MODES:
-            raise ValueError(f'teacher_mode must be one of {self.TEACHER_MODES}, '
-                             f'got {teacher_mode!r}')
+        check_choice('teacher_mode', teacher_mode, self.TEACHER_MODES)
         super().__init__(backbone=backbone, neck=neck, head=head, pretrained=pretrained,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.num_teacher_crops = num_teacher_crops
@@ -132,8 +130,7 @@ class DINO(BaseSelfSupervisor):
                 floating-point buffer holds a NaN or an infinity; the teacher is left
                 unchanged, so it never becomes non-finite.
         """
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f'momentum must be in [0, 1], got {momentum}')
+        check_number('momentum', momentum, 0, 1)
         self._check_student_finite()
         self.momentum.fill_(momentum)
         ema = get_ema_multi_avg_fn(momentum)  # torch's EMA of parameter lists
