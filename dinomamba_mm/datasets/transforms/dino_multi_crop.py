@@ -35,8 +35,8 @@ class DINOMultiCrop(MultiView):
     :class:`dinomamba_mm.DINO` expects.
 
     Built from mmpretrain / mmcv transforms (``RandomResizedCrop``, ``RandomFlip``,
-    ``RandomApply``, ``ColorJitter``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) plus our
-    :class:`RandomGaussianBlur` (mmpretrain's cannot draw the radius from (0.1, 2.0)); the hue
+    ``RandomApply``, ``ColorJitter``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) and
+    :class:`RandomGaussianBlur` (mmpretrain's ``GaussianBlur`` with DINO's arguments); the hue
     jitter relies on dinomamba_mm.compat's numpy-2-safe ``mmcv.adjust_hue``. All draw from ``np.random`` /
     ``random``, which mmengine seeds (``randomness.seed``, per dataloader worker).
 

@@ -1,21 +1,19 @@
 """Gaussian blur with a radius drawn per image (DINO / BYOL augmentation)."""
-from typing import Dict, Tuple
+from typing import Tuple
 
-import numpy as np
-from mmcv.transforms import BaseTransform
-from mmcv.transforms.utils import cache_randomness
-from PIL import Image, ImageFilter
+from mmpretrain.datasets.transforms import GaussianBlur
 
 from dinomamba_mm.registry import TRANSFORMS
 
 
 @TRANSFORMS.register_module()
-class RandomGaussianBlur(BaseTransform):
+class RandomGaussianBlur(GaussianBlur):
     """With probability ``prob``, blur ``results['img']`` with a radius ~ U(radius_range).
 
-    mmpretrain's ``GaussianBlur`` draws the radius from ``[0, magnitude]`` instead, so it
-    cannot express DINO's ``U(0.1, 2.0)``. Randomness comes from ``np.random`` (seeded by
-    mmengine per process and per dataloader worker).
+    mmpretrain's ``GaussianBlur`` with ``magnitude_range=radius_range`` and
+    ``magnitude_std='inf'`` (its uniform draw), under DINO's argument names and with their
+    values checked. Randomness comes from ``np.random`` (seeded by mmengine per process and per
+    dataloader worker).
 
     Required / modified key: ``img`` (H, W, C) or (H, W) uint8 array.
 
@@ -31,23 +29,8 @@ class RandomGaussianBlur(BaseTransform):
                              f'got {radius_range}')
         if not 0.0 <= prob <= 1.0:
             raise ValueError(f'prob must be in [0, 1], got {prob}')
+        super().__init__(magnitude_range=tuple(radius_range), magnitude_std='inf', prob=prob)
         self.radius_range = tuple(radius_range)
-        self.prob = prob
-
-    @cache_randomness
-    def _sample_radius(self):
-        """The radius to blur with, or None to leave the image unchanged."""
-        if np.random.rand() >= self.prob:
-            return None
-        return float(np.random.uniform(*self.radius_range))
-
-    def transform(self, results: Dict) -> Dict:
-        radius = self._sample_radius()
-        if radius is not None:
-            img = results['img']
-            blurred = Image.fromarray(img).filter(ImageFilter.GaussianBlur(radius=radius))
-            results['img'] = np.array(blurred, dtype=img.dtype)
-        return results
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}(radius_range={self.radius_range}, prob={self.prob})'

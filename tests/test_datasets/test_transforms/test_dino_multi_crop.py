@@ -9,7 +9,6 @@ from mmengine.dataset import default_collate
 from PIL import Image, ImageFilter
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.datasets.transforms import random_gaussian_blur
 from dinomamba_mm.datasets.transforms import DINOMultiCrop, RandomGaussianBlur
 from dinomamba_mm.registry import TRANSFORMS
 
@@ -96,7 +95,7 @@ def test_gaussian_blur_radius_and_probability(monkeypatch):
         radii.append(radius)
         return real_blur(radius=radius)
 
-    monkeypatch.setattr(random_gaussian_blur.ImageFilter, 'GaussianBlur', recording_blur)
+    monkeypatch.setattr(ImageFilter, 'GaussianBlur', recording_blur)
     _seed(0)
     blur = RandomGaussianBlur(radius_range=(0.1, 2.0), prob=0.5)
     small = _image(size=4)
