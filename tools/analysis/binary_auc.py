@@ -41,16 +41,13 @@ from mmengine.utils import ProgressBar
 
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import ClassTokenMapModel
-from dinomamba_mm.analysis.backbone_loading import backbone_config, build_backbone
+from dinomamba_mm.analysis.backbone_loading import (IMAGENET_MEAN, IMAGENET_STD,
+                                                    backbone_config, build_backbone)
 from dinomamba_mm.analysis.map_figures import (foreground_mask, pyplot,
                                                save_maps_side_by_side)
 from dinomamba_mm.argument_checks import check_int_options
-from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.evaluation import roc_from_histograms
 from dinomamba_mm.evaluation.metrics import BinaryAUC, label_map, maps_at_label_size
-
-IMAGENET_MEAN = [123.675, 116.28, 103.53]
-IMAGENET_STD = [58.395, 57.12, 57.375]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -116,21 +113,15 @@ def build_model(cfg: Config, args: argparse.Namespace) -> ClassTokenMapModel:
     patch_size = backbone.get('patch_size', 16)
     preprocessor = cfg.model.get('data_preprocessor') or {}
     model = ClassTokenMapModel(
-        backbone=build_backbone(cfg),
+        backbone=build_backbone(cfg, args.checkpoint, args.checkpoint_prefix),
         map_type=args.map_type, layer_indices=args.layers, query=args.query,
         mamba_kinds=args.mamba_kinds,
         data_preprocessor=dict(
             type='mmseg.SegDataPreProcessor',
-            mean=preprocessor.get('mean', IMAGENET_MEAN),
-            std=preprocessor.get('std', IMAGENET_STD),
+            mean=preprocessor.get('mean', list(IMAGENET_MEAN)),
+            std=preprocessor.get('std', list(IMAGENET_STD)),
             bgr_to_rgb=preprocessor.get('to_rgb', preprocessor.get('bgr_to_rgb', True)),
             pad_val=0, seg_pad_val=255, test_cfg=dict(size_divisor=patch_size)))
-    if args.checkpoint:
-        prefix = load_checkpoint_into(model.backbone, args.checkpoint,
-                                      args.checkpoint_prefix).module_path
-        print(f'loaded {args.checkpoint} (from {prefix or "its top level"})')
-    else:
-        print('no checkpoint: randomly initialised backbone')
     model.eval()
     return model
 

@@ -41,15 +41,12 @@ import dinomamba_mm  # noqa: F401
 from dinomamba_mm.analysis import (block_ranks, capture_mixer_inputs, default_block_size,
                                    effective_rank, find_mixer, mixer_mixing_matrices,
                                    numerical_rank)
-from dinomamba_mm.analysis.backbone_loading import build_backbone
+from dinomamba_mm.analysis.backbone_loading import IMAGENET_MEAN, IMAGENET_STD, build_backbone
 from dinomamba_mm.analysis.map_figures import pyplot
 from dinomamba_mm.analysis.mixing_matrix import normalize_layer_indices
 from dinomamba_mm.argument_checks import check_int_options
-from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.registry import MODELS
 
-IMAGENET_MEAN = torch.tensor([123.675, 116.28, 103.53]).view(3, 1, 1)
-IMAGENET_STD = torch.tensor([58.395, 57.12, 57.375]).view(3, 1, 1)
 COLUMNS = ('model', 'mixer', 'L', 'C', 'rank_whole', 'rank_diag', 'rank_lower', 'rank_upper',
            'rank_all_blocks', 'erank_diag', 'erank_off')
 
@@ -121,13 +118,8 @@ def config_backbones(specs: List[str], prefix: str) -> Dict[str, torch.nn.Module
             raise ValueError(f'--model must look like NAME=CONFIG[:CHECKPOINT], got {spec!r}')
         name, rest = spec.split('=', 1)
         config, _, checkpoint = rest.partition(':')
-        backbone = build_backbone(Config.fromfile(config))
-        if checkpoint:
-            used = load_checkpoint_into(backbone, checkpoint, prefix).module_path
-            print(f'{name}: loaded {checkpoint} (from {used or "its top level"})')
-        else:
-            print(f'{name}: no checkpoint, random initialisation')
-        backbones[name] = backbone
+        backbones[name] = build_backbone(Config.fromfile(config), checkpoint, prefix,
+                                         f'{name}: ')
     return backbones
 
 
@@ -142,9 +134,9 @@ def load_images(args: argparse.Namespace) -> torch.Tensor:
     for path in args.images:
         image = mmcv.imresize(mmcv.imread(path, channel_order='rgb'),
                               (args.img_size, args.img_size))
-        image = torch.from_numpy(image).permute(2, 0, 1).float()
-        batch.append((image - IMAGENET_MEAN) / IMAGENET_STD)
-    return torch.stack(batch)
+        batch.append(torch.from_numpy(image).permute(2, 0, 1).float())
+    return (torch.stack(batch) - torch.tensor(IMAGENET_MEAN).view(3, 1, 1)) / \
+        torch.tensor(IMAGENET_STD).view(3, 1, 1)
 
 
 def analyse(name: str, backbone: torch.nn.Module, images: torch.Tensor, layers: List[int],
