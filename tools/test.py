@@ -26,7 +26,6 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 from dinomamba_mm.checkpoints import check_checkpoint_file
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
@@ -169,7 +168,7 @@ def main(argv=None) -> dict:
     cfg = merge_args(Config.fromfile(args.config), args)
     check_dataset_paths(cfg, loaders=('test_dataloader', ))
 
-    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    runner = RUNNERS.build(cfg)  # cfg.runner_type, mmengine's Runner by default
     if args.out is not None and args.out_item != 'metrics':
         runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))
     metrics = runner.test()

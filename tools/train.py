@@ -25,7 +25,6 @@ import os.path as osp
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 from dinomamba_mm.checkpoints import check_checkpoint_file, find_resumable_checkpoint
 from dinomamba_mm.datasets.layout_check import check_dataset_paths
@@ -168,11 +167,7 @@ def main(argv=None) -> None:
         check_checkpoint_file(cfg.load_from, 'load_from checkpoint')
     check_dataset_paths(cfg)
     with lock_work_dir(cfg.work_dir, args.launcher), explain_stopped_process(cfg):
-        if 'runner_type' in cfg:
-            runner = RUNNERS.build(cfg)
-        else:
-            runner = Runner.from_cfg(cfg)
-        runner.train()
+        RUNNERS.build(cfg).train()  # cfg.runner_type, mmengine's Runner by default
 
 
 if __name__ == '__main__':

@@ -7,13 +7,13 @@ Importing it registers the local-file and Hugging Face loaders with mmengine.
 """
 from . import model_zoo  # noqa: F401  (registers the Hugging Face loader)
 from .atomic_local_backend import AtomicLocalBackend
-from .backbone_weights import ModuleWeights, find_backbone_weights
+from .backbone_weights import ModuleWeights, find_backbone_weights, strip_module_prefix
 from .files import (CheckpointError, check_checkpoint_file, check_output_path,
                     checkpoint_file_problem, find_resumable_checkpoint, load_local)
 from .initializers import CheckedPretrainedInit, PaperCheckpointInit, checked_pretrained_cfg
 from .layout import LAYOUT_META_KEY, check_layouts, model_layouts
 from .loading import (check_finite, find_checked, load_checkpoint_into, load_state_dict_checked,
-                      prefix_hint, strip_module_prefix)
+                      prefix_hint)
 from .paper_format import infer_arch, paper_to_ours
 
 __all__ = [

@@ -61,6 +61,17 @@ def _keys(state: Mapping, limit: int = 12) -> str:
     return f'{keys[:limit]}{f" ... ({len(keys)} in all)" if len(keys) > limit else ""}'
 
 
+def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
+    """Keys without a leading ``module.`` (a DDP-wrapped model's), as mmengine's loaders do;
+    torch's ``_metadata`` (module versions) is kept."""
+    stripped = OrderedDict((re.sub(r'^module\.', '', key), value)
+                           for key, value in state_dict.items())
+    metadata = getattr(state_dict, '_metadata', None)
+    if metadata is not None:
+        stripped._metadata = metadata
+    return stripped
+
+
 def _under(state: Mapping, prefix: str) -> 'OrderedDict[str, torch.Tensor]':
     return OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
 
@@ -97,8 +108,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
         if not isinstance(checkpoint.get(network), Mapping):
             raise CheckpointError(f'{name} has no {network!r} state dict; its top-level keys '
                                   f'are {sorted(map(str, checkpoint))}')
-        entry = OrderedDict((re.sub(r'^module\.', '', k), v)
-                            for k, v in checkpoint[network].items())
+        entry = strip_module_prefix(checkpoint[network])
         state = _under(entry, 'backbone.')
         if not state:
             raise CheckpointError(f"{name} has a {network!r} entry without backbone.* keys: "
@@ -108,7 +118,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
     if not isinstance(state_dict, Mapping):
         raise CheckpointError(f'{name} has no state dict; its top-level keys are '
                               f'{sorted(map(str, checkpoint))}')
-    state_dict = OrderedDict((re.sub(r'^module\.', '', k), v) for k, v in state_dict.items())
+    state_dict = strip_module_prefix(state_dict)
     if prefix == 'auto':
         prefix = next((p for p in AUTO_PREFIXES if any(k.startswith(p) for k in state_dict)),
                       '')

@@ -6,7 +6,6 @@ and tensors of the wrong shape are only logged, and the model goes on with rando
 (:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are finite,
 and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last directly.
 """
-import re
 from collections import Counter, OrderedDict
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
 
@@ -28,17 +27,6 @@ class LoadReport(NamedTuple):
     """Keys of a load: the module's keys the state dict lacks, and the reverse."""
     missing: List[str]
     unexpected: List[str]
-
-
-def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
-    """Keys without a leading ``module.`` (a DDP-wrapped model's), as mmengine's loaders do;
-    torch's ``_metadata`` (module versions) is kept."""
-    stripped = OrderedDict((re.sub(r'^module\.', '', key), value)
-                           for key, value in state_dict.items())
-    metadata = getattr(state_dict, '_metadata', None)
-    if metadata is not None:
-        stripped._metadata = metadata
-    return stripped
 
 
 def prefix_hint(source_keys: Iterable[str], target_keys: Iterable[str]) -> Optional[str]:
