@@ -12,6 +12,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
 
 import dinomamba_mm  # noqa: F401
 from dinomamba_mm.registry import MODELS
@@ -128,8 +129,7 @@ def test_a_bad_file_is_named_before_anything_is_built(setup, monkeypatch, conten
     def no_build(*args, **kwargs):
         raise AssertionError('the runner (model, data) was built before the check')
 
-    monkeypatch.setattr(test_tool.Runner, 'from_cfg', no_build)
-    monkeypatch.setattr(train_tool.Runner, 'from_cfg', no_build)
+    monkeypatch.setattr(Runner, 'from_cfg', classmethod(no_build))
     error = FileNotFoundError if content is None else ValueError
     with pytest.raises(error, match=re.escape(f"checkpoint '{path}' {problem}")):
         run_test(setup, str(path))
