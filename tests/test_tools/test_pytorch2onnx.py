@@ -6,6 +6,8 @@ import sys
 import pytest
 import torch
 
+from dinomamba_mm.checkpoints import CheckpointError
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(REPO, 'tests'))
 from helpers.tools import load_tool  # noqa: E402
@@ -34,6 +36,20 @@ def test_classifier_round_trip(tmp_path):
 def test_checkpoint_of_another_model_is_refused(tmp_path):
     checkpoint = str(tmp_path / 'other.pth')
     torch.save({'state_dict': {'other.weight': torch.zeros(2)}}, checkpoint)
-    with pytest.raises(Exception, match='other.weight|missing'):
+    with pytest.raises(CheckpointError, match='other.weight'):
         pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--output-file',
                            str(tmp_path / 'x.onnx'), *NO_BACKBONE_FILE])
+
+
+def test_checkpoint_with_non_finite_weights_is_refused(tmp_path):
+    model = pytorch2onnx.build_model(pytorch2onnx.parse_args([CONFIG, *NO_BACKBONE_FILE]))
+    state_dict = model.model.state_dict()
+    name = next(k for k, v in state_dict.items() if v.is_floating_point())
+    state_dict[name] = torch.full_like(state_dict[name], float('nan'))
+    checkpoint = str(tmp_path / 'nan.pth')
+    torch.save({'state_dict': state_dict}, checkpoint)
+    output = tmp_path / 'nan.onnx'
+    with pytest.raises(CheckpointError, match=f'tensors hold NaN or Inf values: \\[{name}'):
+        pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--output-file',
+                           str(output), *NO_BACKBONE_FILE])
+    assert not output.exists()

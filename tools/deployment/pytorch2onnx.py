@@ -20,10 +20,8 @@ import numpy as np
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import MODELS, init_default_scope
-from mmengine.runner import load_checkpoint
-from mmengine.utils import import_modules_from_strings
 
-from dinomamba_mm.checkpoints import check_checkpoint_file
+from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.ops.ssd import export_decompositions
 
 
@@ -63,13 +61,10 @@ def build_model(args: argparse.Namespace) -> torch.nn.Module:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    if cfg.get('custom_imports'):
-        import_modules_from_strings(**cfg.custom_imports)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     model = MODELS.build(cfg.model)
-    if args.checkpoint:
-        check_checkpoint_file(args.checkpoint)
-        load_checkpoint(model, args.checkpoint, map_location='cpu', strict=True)
+    if args.checkpoint:  # the whole model's weights, checked (file, layout, finite), strictly
+        load_checkpoint_into(model, args.checkpoint, prefix=None)
     return TensorForward(model.eval())
 
 
