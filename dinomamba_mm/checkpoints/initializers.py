@@ -26,7 +26,8 @@ class CheckedPretrainedInit(PretrainedInit):
 
     It is registered as ``Pretrained`` in the ``dinomamba_mm`` scope; DinoVim and LinearViT
     route their ``Pretrained`` init_cfg here (:func:`checked_pretrained_cfg`), so configs keep
-    ``type='Pretrained'``.
+    ``type='Pretrained'``; other backbones reach it with ``_scope_='dinomamba_mm'`` in the
+    init_cfg (the ViT configs).
 
     Args:
         checkpoint (str): path or URL.

@@ -98,3 +98,43 @@ def _check_init(cfg: Config, name: str) -> None:
     else:
         assert init.type == 'Pretrained' and init.prefix == 'teacher.backbone.'
         assert f'dino_{name}-p16' in init.checkpoint
+
+
+VIT_CONFIGS = [p for p in ADE_CONFIGS + COCO_CONFIGS if _backbone_name(p) == 'vit-base']
+
+
+@pytest.mark.parametrize('path', VIT_CONFIGS, ids=osp.basename)
+def test_vit_teacher_weights_load_through_the_checked_loader(path, tmp_path):
+    """mmpretrain's ViT is not ours: its ``Pretrained`` must still reach the checked loader
+    (mmengine's own loads NaN and mismatched weights with a log line), and still be applied
+    last (the loaded position embedding is not re-initialised)."""
+    from mmengine.registry import DefaultScope
+
+    from dinomamba_mm.checkpoints import CheckpointError
+    from dinomamba_mm.registry import MODELS
+    cfg = Config.fromfile(path)
+    backbone = {k: v for k, v in cfg.model.backbone.items() if k != '_delete_'}
+    backbone.update(arch=dict(embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+                    img_size=32, out_indices=(0, 1))
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        teacher = MODELS.build({k: v for k, v in backbone.items() if k != 'init_cfg'})
+    weights = {f'teacher.backbone.{k}': v + 1 for k, v in teacher.state_dict().items()}
+
+    def load(state_dict):
+        file = tmp_path / 'teacher.pth'
+        torch.save({'state_dict': state_dict}, file)
+        with DefaultScope.overwrite_default_scope(cfg.default_scope):
+            model = MODELS.build(dict(backbone, init_cfg=dict(backbone['init_cfg'],
+                                                              checkpoint=str(file))))
+            model.init_weights()
+        return model
+
+    loaded = load(weights)
+    for key, value in loaded.state_dict().items():
+        torch.testing.assert_close(value, weights[f'teacher.backbone.{key}'], rtol=0, atol=0)
+    with pytest.raises(CheckpointError, match='NaN or Inf'):
+        load({**weights, 'teacher.backbone.pos_embed': weights['teacher.backbone.pos_embed']
+              * float('nan')})
+    with pytest.raises(CheckpointError, match='another shape'):
+        load({**weights, 'teacher.backbone.ln1.weight': torch.ones(8)})
