@@ -17,7 +17,7 @@ from mmpretrain import get_model
 from mmpretrain.apis import ImageClassificationInferencer
 from PIL import Image
 
-from dinomamba_mm.checkpoints import model_zoo
+from dinomamba_mm.checkpoints import CheckpointError, model_zoo
 from dinomamba_mm.models.backbones import FrozenBackbone
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -128,6 +128,15 @@ def test_a_head_of_another_width_is_a_clear_error(paper_files):
         get_model(config, pretrained=head_path)
     message = str(error.value)
     assert '(2, 64)' in message and '(2, 96)' in message and 'another backbone' in message
+
+
+def test_a_released_head_with_nan_is_refused_by_get_model(paper_files, tmp_path):
+    teacher_path, _, weight, bias = paper_files
+    head_path = str(tmp_path / 'nan_head.pth.tar')
+    torch.save(paper_linear_head(weight.index_fill(1, torch.tensor([5]), float('nan')), bias),
+               head_path)
+    with pytest.raises(CheckpointError, match=r'NaN or Inf values: \[linear.weight\]'):
+        get_model(classifier_config(teacher_path), pretrained=head_path)
 
 
 def test_a_hugging_face_folder_without_a_head_says_so(tmp_path, monkeypatch):

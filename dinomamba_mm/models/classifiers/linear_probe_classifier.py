@@ -6,6 +6,8 @@ import torch.nn as nn
 from mmengine.logging import print_log
 from mmpretrain.models.classifiers import ImageClassifier
 
+from dinomamba_mm.checkpoints import CheckpointError
+from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.models.backbones.frozen_backbone import FrozenBackbone
 from dinomamba_mm.registry import MODELS
 
@@ -52,6 +54,11 @@ class LinearProbeClassifier(ImageClassifier):
         if sorted(names.values()) != sorted(DINO_LINEAR_KEYS):
             return
         tensors = {name: state_dict.pop(key) for key, name in names.items()}
+        bad = [list(tensors)[i] for i in non_finite_tensors(list(tensors.values()))]
+        if bad:  # mmpretrain's get_model loads through here without our checks
+            raise CheckpointError(f'the DINO linear head holds NaN or Inf values: '
+                                  f'[{", ".join(bad)}]; expected the finite head eval_linear '
+                                  'writes')
         weight, bias = tensors['linear.weight'], tensors['linear.bias']
         fc = self.head.fc
         if weight.shape != fc.weight.shape or bias.shape != fc.bias.shape:
