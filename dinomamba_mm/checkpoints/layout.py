@@ -79,4 +79,15 @@ def check_layouts(module: nn.Module, records: Mapping[str, dict], module_path: s
                 f'{record.get("pos_embed_grid")}) at {where}, but the {target["type"]} it is '
                 f'loaded into has token_layout={target["token_layout"]!r} (grid '
                 f'{target["pos_embed_grid"]}): its features would be wrong. Build the backbone '
-                f'with token_layout={record.get("token_layout")!r}.')
+                f'with token_layout={record.get("token_layout")!r}'
+                f'{_grid_advice(module.get_submodule(path), record, target)}.')
+
+
+def _grid_advice(backbone: nn.Module, record: Mapping, target: Mapping) -> str:
+    """' and img_size=...' when the record's grid is not the target's, else ''."""
+    grid = record.get('pos_embed_grid')
+    if not grid or list(grid) == list(target['pos_embed_grid']):
+        return ''
+    patch = backbone.patch_size
+    size = grid[0] * patch if grid[0] == grid[1] else (grid[0] * patch, grid[1] * patch)
+    return f' and img_size={size} (its {grid[0]} x {grid[1]} grid of {patch} px patches)'

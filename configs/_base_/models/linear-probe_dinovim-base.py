@@ -8,7 +8,8 @@
 # ('teacher' entry); a config (or --cfg-options model.backbone.checkpoint=<path>) sets it.
 # token_layout='paper': the layout of the paper's teachers and of configs/dino/'s paper-named runs.
 # A teacher of another layout (configs/dino/*-interleaved-*) is refused, naming both layouts: probe
-# it with --cfg-options model.backbone.backbone.token_layout=interleaved.
+# it with --cfg-options model.backbone.backbone.token_layout=interleaved (and the img_size the error
+# names, e.g. 224 for DinoMamba-Reg, whose paper-layout probes use 112).
 num_last_blocks = 8
 embed_dims = 768
 

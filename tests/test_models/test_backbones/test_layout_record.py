@@ -65,6 +65,15 @@ def test_frozen_backbone_refuses_a_teacher_of_another_layout(tmp_path, saved, lo
     same.init_weights()  # the matching layout loads
 
 
+def test_a_refused_layout_of_another_grid_names_the_img_size_too(tmp_path):
+    path = str(tmp_path / 'epoch_100.pth')
+    _saved_by_runner(TinyDINO(**INTERLEAVED), path)  # 2 x 2 grid of 16 px patches
+    probe = FrozenBackbone(dict(TINY, img_size=16, **PAPER), checkpoint=path)
+    with pytest.raises(ValueError, match=r"token_layout='interleaved' and img_size=32 "
+                                         r"\(its 2 x 2 grid of 16 px patches\)"):
+        probe.init_weights()
+
+
 def test_raw_paper_files_are_paper(tmp_path):
     teacher = MODELS.build(dict(TINY, **PAPER)).state_dict()
     path = str(tmp_path / 'checkpoint.pth')
