@@ -13,6 +13,10 @@ from dinomamba_mm.finite_checks import non_finite_tensors
 from dinomamba_mm.registry import HOOKS
 
 
+#: runtime-info key of the count of bad iterations in a row
+COUNT_KEY = 'non_finite_consecutive'
+
+
 @HOOKS.register_module()
 class NonFiniteStepHook(Hook):
     """Keep one bad batch from ruining a run: non-finite steps are skipped, and a run that
@@ -27,7 +31,8 @@ class NonFiniteStepHook(Hook):
       non-finite losses are taken out of the logged, window-averaged ones, which would read
       nan for the rest of the window). ``max_consecutive_skips + 1`` bad iterations in a
       row raise ``FloatingPointError`` naming the iteration; with 0 the first one does (DINO's
-      own behaviour). A good iteration resets the count.
+      own behaviour). A good iteration resets the count. The count is kept in the message hub's
+      runtime info, so a resumed run continues it.
     - After every optimizer step, parameters that became non-finite (a diverging learning
       rate) raise ``FloatingPointError`` at once, naming the iteration and the parameters:
       that cannot be undone by skipping, and no checkpoint of the broken weights is written
@@ -57,6 +62,7 @@ class NonFiniteStepHook(Hook):
 
     def before_train(self, runner) -> None:
         self._runner = runner
+        self.consecutive = runner.message_hub.get_info(COUNT_KEY, 0)  # restored on resume
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         self._names = {id(p): name for name, p in model.named_parameters()}
         optimizer = runner.optim_wrapper.optimizer
@@ -105,10 +111,10 @@ class NonFiniteStepHook(Hook):
         any_bad = torch.tensor(float(local_bad))
         dist.all_reduce(any_bad, op='max')  # one process's NaN makes the iteration bad for all
         skipped, self._skipped = self._skipped, None
-        if skipped is None and not any_bad.item():
-            self.consecutive = 0
+        self.consecutive = 0 if skipped is None and not any_bad.item() else self.consecutive + 1
+        runner.message_hub.update_info(COUNT_KEY, self.consecutive)
+        if not self.consecutive:
             return
-        self.consecutive += 1
         self._unlog_non_finite(runner, outputs or {})
         parts = []
         if any_bad.item():

@@ -79,6 +79,27 @@ def test_stops_after_max_consecutive_skips_naming_the_iteration():
     assert '3 bad iteration(s) in a row (max_consecutive_skips=2): training stopped' in message
 
 
+def test_a_resumed_run_continues_the_count_of_bad_iterations():
+    """The count travels in the message hub, which mmengine checkpoints and restores on resume
+    (and not on load_from): a run killed in a streak of bad batches stops where the
+    uninterrupted one would have."""
+    runner = make_runner()
+    hook = NonFiniteStepHook(max_consecutive_skips=2)
+    hook.before_train(runner)
+    bad = torch.full((2, 3), float('nan'))
+    train_iter(runner, hook, bad)  # iteration 1
+    train_iter(runner, hook, bad)  # iteration 2, then killed after its checkpoint
+    hub_state = runner.message_hub.state_dict()
+
+    resumed = make_runner()
+    resumed.iter = runner.iter
+    resumed.message_hub.load_state_dict(hub_state)
+    hook = NonFiniteStepHook(max_consecutive_skips=2)
+    hook.before_train(resumed)
+    with pytest.raises(FloatingPointError, match='3 bad iteration'):
+        train_iter(resumed, hook, bad)  # iteration 3
+
+
 def test_zero_skips_stops_at_the_first_bad_iteration():
     runner = make_runner()
     hook = NonFiniteStepHook(max_consecutive_skips=0)
