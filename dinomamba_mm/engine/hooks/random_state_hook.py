@@ -13,7 +13,8 @@ CHECKPOINT_KEY = 'random_states'
 
 
 def capture_random_states() -> dict:
-    """Python's, NumPy's and torch's (CPU, and CUDA once initialised) generator states.
+    """Python's, NumPy's and torch's (CPU, and the current CUDA device's once CUDA is
+    initialised) generator states.
 
     Stored as tensors, strings and ints only, so ``torch.load(weights_only=True)`` reads them.
     """
@@ -26,7 +27,7 @@ def capture_random_states() -> dict:
                    has_gauss=int(has_gauss), cached_gaussian=float(cached_gaussian)),
         torch=torch.get_rng_state())
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states['cuda'] = torch.cuda.get_rng_state_all()
+        states['cuda'] = torch.cuda.get_rng_state()
     return states
 
 
@@ -39,7 +40,8 @@ def restore_random_states(states: dict) -> None:
                          nps['has_gauss'], nps['cached_gaussian']))
     torch.set_rng_state(states['torch'])
     if 'cuda' in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states['cuda'])
+        cuda = states['cuda']  # earlier versions saved every device's, rank 0's device first
+        torch.cuda.set_rng_state(cuda[0] if isinstance(cuda, (list, tuple)) else cuda)
 
 
 @HOOKS.register_module()
@@ -51,7 +53,7 @@ class RandomStateHook(Hook):
     and the dataloader workers' seeds, which PyTorch draws from the main process's torch
     generator at the start of each epoch (see
     :func:`dinomamba_mm.datasets.seed_worker_from_loader`).
-    This hook stores Python's, NumPy's and torch's CPU / CUDA states under
+    This hook stores Python's, NumPy's and torch's CPU / current CUDA device's states under
     ``checkpoint['random_states']`` and puts them back in ``before_train`` of a resumed run,
     after mmengine's re-seeding. With non-persistent workers seeded by
     ``seed_worker_from_loader``, a run resumed from an epoch checkpoint then continues loss by
