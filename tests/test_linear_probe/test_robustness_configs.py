@@ -16,7 +16,8 @@ from helpers.tools import load_tool  # noqa: E402
 EXPECTED = {
     'imagenet-a': ('CustomDataset', 'data/imagenet-a', 'dinomamba_mm.ClassSubsetAccuracy'),
     'imagenet-r': ('CustomDataset', 'data/imagenet-r', 'dinomamba_mm.ClassSubsetAccuracy'),
-    'imagenet-sketch': ('CustomDataset', 'data/imagenet-sketch/sketch', 'Accuracy'),
+    'imagenet-sketch': ('CustomDataset', 'data/imagenet-sketch/sketch',
+                        'dinomamba_mm.ClassSubsetAccuracy'),
     'imagenet-real': ('ImageNet', 'data/imagenet', 'dinomamba_mm.ReaLAccuracy'),
 }
 
@@ -95,3 +96,32 @@ def test_robustness_config_runs_through_tools_test(test_set, tmp_path, monkeypat
                     test_set, ['subset/top1', 'subset/top5'])
     assert sorted(metrics) == sorted(expected), metrics
     assert all(0 <= v <= 100 for v in metrics.values())
+
+
+def test_sketch_labels_follow_the_wnids_not_the_folder_positions(tmp_path, monkeypatch):
+    """A Sketch copy missing a class folder: a classifier that is always right (its scores put
+    each image's wnid first, in the ImageNet order of train/) scores 100 %."""
+    import shutil
+
+    import torch
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import DATASETS, METRICS
+    _write_fake_layouts(str(tmp_path))
+    shutil.rmtree(tmp_path / 'imagenet-sketch' / 'sketch' / 'n00000010')
+    monkeypatch.chdir(tmp_path)
+    os.symlink(str(tmp_path), str(tmp_path / 'data'))
+    cfg = Config.fromfile(osp.join(ROOT, 'dinovim-base-p16_dino-ours_linear-probe_'
+                                         'imagenet-sketch.py'))
+    init_default_scope('mmpretrain')
+    dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, pipeline=[]))
+    metric = METRICS.build(cfg.test_evaluator)
+    metric.dataset_meta = dataset.metainfo
+    order = sorted(os.listdir(tmp_path / 'imagenet' / 'train'))
+    samples = []
+    for index in range(len(dataset)):
+        info = dataset.get_data_info(index)
+        scores = torch.zeros(len(order))
+        scores[order.index(osp.basename(osp.dirname(info['img_path'])))] = 1.
+        samples.append(dict(pred_score=scores, gt_label=torch.tensor([info['gt_label']])))
+    metric.process(None, samples)
+    assert metric.evaluate(len(samples))['accuracy/top1'] == 100.
