@@ -138,3 +138,12 @@ def test_vit_teacher_weights_load_through_the_checked_loader(path, tmp_path):
               * float('nan')})
     with pytest.raises(CheckpointError, match='another shape'):
         load({**weights, 'teacher.backbone.ln1.weight': torch.ones(8)})
+
+
+@pytest.mark.parametrize('path', ADE_CONFIGS + COCO_CONFIGS, ids=osp.basename)
+def test_dense_runs_resume_with_their_random_states(path):
+    """As the linear probe (tests/test_runner/test_probe_resume.py): a seed fixed before the
+    checkpoint is read, and the generators' states in every checkpoint."""
+    cfg = Config.fromfile(path)
+    assert cfg.randomness.seed is not None
+    assert 'dinomamba_mm.RandomStateHook' in [h['type'] for h in cfg.custom_hooks]

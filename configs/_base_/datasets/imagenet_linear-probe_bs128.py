@@ -28,7 +28,10 @@ test_pipeline = [
 train_dataloader = dict(
     batch_size=128,
     num_workers=8,
-    persistent_workers=True,
+    # workers restarted each epoch and seeded from the (checkpointed) generators: a resumed run
+    # draws the uninterrupted run's crops and flips
+    persistent_workers=False,
+    worker_init_fn=dict(type='dinomamba_mm.seed_worker_from_loader'),
     dataset=dict(type=dataset_type, data_root=data_root, split='train',
                  pipeline=train_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=True))

@@ -27,6 +27,11 @@ param_scheduler = [
          milestones=[163889, 177546], gamma=0.1),
 ]
 train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=interval)
+# A resumed run continues as the uninterrupted one (same number of processes): a fixed seed (the
+# sampler is seeded before the checkpoint is read) and the generators' states in every checkpoint
+# (dropout, drop path, main-process draws; validation leaves them as it found them)
+randomness = dict(seed=0)
+custom_hooks = [dict(type='dinomamba_mm.RandomStateHook')]
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(

@@ -35,6 +35,12 @@ param_scheduler = [
 auto_scale_lr = dict(base_batch_size=1024)
 
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=100, val_interval=10)
+
+# A resumed run continues loss by loss (same number of processes): a fixed seed (the sampler and
+# the workers' seeds are set before the checkpoint is read) and the generators' states in every
+# checkpoint (RandomStateHook; the datasets' workers are re-seeded from them each epoch)
+randomness = dict(seed=0)
+custom_hooks = [dict(type='dinomamba_mm.RandomStateHook')]
 val_cfg = dict()
 test_cfg = dict()
 

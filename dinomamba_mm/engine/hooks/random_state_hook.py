@@ -63,6 +63,9 @@ class RandomStateHook(Hook):
     alike (``randomness.diff_rank_seed=False``, mmengine's default) hold the same states, so
     every rank restores them; with ``diff_rank_seed=True`` only rank 0 does.
 
+    Validation leaves the generators as it found them, so that training draws the same whether
+    or not a validation ran since the checkpoint.
+
     Whether the iteration resumed at can be resumed at all (an ``EpochBasedTrainLoop`` resumes
     only at epoch boundaries) is :class:`ResumableCheckpointHook`'s concern.
 
@@ -75,6 +78,14 @@ class RandomStateHook(Hook):
 
     def __init__(self) -> None:
         self._loaded: Optional[dict] = None
+
+    def before_val(self, runner) -> None:
+        # validation (right after a checkpoint, in epoch-based schedules) draws from the
+        # generators, e.g. its dataloader's base seed; a resumed run skips it
+        self._before_val = capture_random_states()
+
+    def after_val(self, runner) -> None:
+        restore_random_states(self._before_val)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint[CHECKPOINT_KEY] = capture_random_states()
