@@ -166,3 +166,19 @@ def test_the_ade20k_configs_name_a_faulty_label_map(tmp_path, label, message):
         with pytest.raises(ValueError, match=re.escape(message.format(
                 label=sample['seg_map_path']))):
             build(load)(build(pipeline[0])(sample))
+
+
+def test_mmpretrains_inferencer_runs_the_configs_with_our_loader():
+    """The inferencer loads the image itself and drops the pipeline's loader by its type name,
+    which is 'dinomamba_mm.LoadImageFromFile' in our configs: ours then passes the loaded
+    image through."""
+    import os.path as osp
+
+    import numpy as np
+    from mmpretrain import ImageClassificationInferencer
+    root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    config = osp.join(root, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
+    inferencer = ImageClassificationInferencer(config, pretrained=False)
+    image = np.random.default_rng(0).integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    result = inferencer(image)[0]
+    assert result['pred_scores'].shape == (7, )

@@ -29,7 +29,8 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
     ``OSError`` names it and what is wrong (mmcv raised ``cv2.error ... !buf.empty()`` or a bare
     assertion, naming no file). With ``ignore_empty=True`` such a sample is skipped instead,
     with a warning naming the file; mmengine's dataset then draws another sample in training
-    and raises in test mode.
+    and raises in test mode. An image already loaded (``img`` without ``img_path``) is passed
+    through.
 
     Args:
         ignore_empty: skip unreadable files instead of stopping.
@@ -41,6 +42,10 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
         self.skip_unreadable = ignore_empty
 
     def transform(self, results: dict) -> Optional[dict]:
+        if 'img' in results and 'img_path' not in results:
+            # loaded already: mmpretrain's inferencers read the image themselves and drop only a
+            # loader whose type is exactly 'LoadImageFromFile' from the pipeline
+            return results
         try:
             return super().transform(results)
         except Exception as error:
