@@ -86,6 +86,15 @@ class PaperCheckpointInit(CheckedPretrainedInit):
         super().__init__(checkpoint, prefix, map_location, allow_non_finite)
         self.network = source
 
+    def __call__(self, module: nn.Module) -> None:
+        # not a 'Pretrained' type: mmengine applies it before the module's own initialisation,
+        # which leaves DinoVim's weights alone (made at construction) but not other modules'
+        if not hasattr(module, 'token_layout'):
+            raise ValueError(f'PaperCheckpoint loads the paper\'s DinoVim / DinoMambaReg '
+                             f'weights, got a {type(module).__name__}: give it '
+                             "init_cfg=dict(type='Pretrained', ...) instead")
+        super().__call__(module)
+
     def _get_init_info(self) -> str:
         return f'{self.__class__.__name__}: load {self.network} from {self.checkpoint}'
 

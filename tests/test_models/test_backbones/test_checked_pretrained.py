@@ -82,3 +82,14 @@ def test_empty_and_text_files_are_named(tmp_path, content, message):
     with pytest.raises(ValueError) as info:
         build_and_init(DINOVIM, checkpoint=str(path))
     assert str(info.value).startswith(f"checkpoint '{path}' {message}")
+
+
+def test_paper_checkpoint_is_refused_on_a_module_that_is_not_dinovim(tmp_path):
+    """Not a 'Pretrained' type, mmengine applies it before the module's own initialisation,
+    which re-randomised LinearViT's position embedding and FFN weights after the load."""
+    path, _ = dino_checkpoint(tmp_path / 'vit.pth', LINEARVIT)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        model = MODELS.build(dict(LINEARVIT, init_cfg=dict(type='dinomamba_mm.PaperCheckpoint',
+                                                           checkpoint=path)))
+    with pytest.raises(ValueError, match="PaperCheckpoint loads .*DinoVim.*got a LinearViT"):
+        model.init_weights()
