@@ -51,7 +51,7 @@ _import_interpreted_kernels()
 from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference  # noqa: E402
-from dinomamba_mm.ops.ssd.triton_chunk import _kernel_chunk  # noqa: E402
+from dinomamba_mm.ops.ssd.triton_chunk import kernel_chunk  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
@@ -132,6 +132,9 @@ SCAN_CASES = [
     pytest.param(257, 16, 1, False, False, 'HP', False, False, None, True, False, torch.float32,
                  marks=pytest.mark.slow),
     (197, 64, 2, True, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float16),
+    (300, 128, 2, True, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float32),
+    (300, 256, 1, False, True, 'H', True, True, None, True, True, torch.float32),
+    (300, 128, 2, False, True, 'H', True, True, None, True, True, torch.float16),
 ]
 
 
@@ -300,9 +303,46 @@ def test_float16_mix_beyond_the_float16_range():
         _assert_close(f'd{name}', ours[name].grad, ref[name].grad, 2e-2)
 
 
-def test_kernel_chunk_is_a_power_of_two_between_16_and_32():
-    assert [_kernel_chunk(c) for c in (1, 8, 16, 17, 48, 64, 100, 256)] == \
-        [16, 16, 16, 16, 32, 32, 32, 32]
+def test_kernel_chunk_is_the_chunk_size_down_to_a_power_of_two_in_16_to_256():
+    assert [kernel_chunk(c) for c in (1, 8, 16, 17, 48, 64, 100, 128, 200, 256, 1024)] == \
+        [16, 16, 16, 16, 32, 64, 64, 128, 128, 256, 256]
+
+
+def _scan_outputs_and_grads(tensors, chunk_size, impl, double=False):
+    """y, the final state and every input's gradient of one single-direction scan with every
+    option, under fixed output gradients."""
+    leaves = _leaves(tensors, double)
+    kwargs = dict(D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'], dt_softplus=True,
+                  initial_states=leaves['initial_states'], return_final_states=True,
+                  reverse=True)
+    args = [leaves[n] for n in ('x', 'dt', 'A', 'B', 'C')]
+    if impl == 'oracle':
+        outs = ssd_scan_naive(*args, **kwargs)
+    else:
+        outs = ssd_scan(*args, chunk_size=chunk_size, impl=impl, **kwargs)
+    gen = torch.Generator().manual_seed(3)
+    torch.autograd.backward(outs, [torch.randn(o.shape, generator=gen).to(o.dtype)
+                                   for o in outs])
+    return {'y': outs[0], 'final_states': outs[1],
+            **{f'd{n}': t.grad for n, t in leaves.items() if t is not None}}
+
+
+@pytest.mark.parametrize('chunk_size', [16, 48, 64, 100, 128, 256])
+def test_every_chunk_size_matches_the_torch_path_and_the_oracle(chunk_size):
+    """chunk_size a power of two or not (the kernels' chunk is chunk_size rounded down to a power
+    of two in [16, 256]; the torch path cuts equal chunks of at most chunk_size): over 290 tokens
+    (several chunks, a partial last one) y, the final state and every gradient within 1e-4 of
+    the float64 oracle and of the torch path at the same chunk_size, relative to
+    max(1, max |reference|)."""
+    tensors = _inputs(1, 290, 2, 1, torch.float32, 20, True, 'HP', True, True)
+    tensors['initial_states'] = torch.randn(1, 2, 16, 16, generator=torch.Generator()
+                                            .manual_seed(21))
+    ours = _scan_outputs_and_grads(tensors, chunk_size, 'triton')
+    oracle = _scan_outputs_and_grads(tensors, chunk_size, 'oracle', double=True)
+    torch_path = _scan_outputs_and_grads(tensors, chunk_size, 'torch')
+    for name, value in ours.items():
+        _assert_close(f'{name} against the oracle', value, oracle[name], 1e-4)
+        _assert_close(f'{name} against the torch path', value, torch_path[name].double(), 1e-4)
 
 
 def test_float64_runs_in_float64():

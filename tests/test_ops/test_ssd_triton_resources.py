@@ -38,11 +38,14 @@ SHARED_LIMIT = {80: 166912, 90: 232448}
 MIN_SPILL_FREE = 2
 DTYPES = ('fp32', 'bf16', 'fp16')
 TIGHTEST_KERNEL = '_chunk_scan_chunk_state_bwd_dbc_kernel'
+#: The op's chunk_size in the recorded calls: the kernels' chunk of the state recurrence.
+CHUNK_SIZES = (64, 128, 256)
 
 
-def _record_launches(dtype: str) -> list:
+def _record_launches(dtype: str, chunk_sizes=CHUNK_SIZES) -> list:
     """(autotuner, args, kwargs) of every kernel launch of the DinoVim mixers' forward and
-    backward passes and of an all-options scan, on CPU tensors, without running a kernel."""
+    backward passes and of an all-options scan at each of ``chunk_sizes``, on CPU tensors,
+    without running a kernel."""
     from triton.runtime.autotuner import Autotuner
 
     from dinomamba_mm.models.layers.bidirectional_mamba2 import BidirectionalMamba2Mixer
@@ -61,22 +64,23 @@ def _record_launches(dtype: str) -> list:
     torch.manual_seed(0)
     # INTERPRETING lets the op take CPU tensors; the recorder runs no kernel
     with _patched(Autotuner, 'run', record), _patched(kernels, 'INTERPRETING', True):
-        for width in (256, 768):  # DinoVim-T and -B: H 8 and 24, P 64, N 64, chunk 256
-            mixer = BidirectionalMamba2Mixer(width, d_state=64, headdim=64, chunk_size=256,
-                                             ssd_impl='triton')
-            with autocast:
-                y = mixer(torch.randn(2, 197, width))
-            y.float().sum().backward()
-        x = torch.randn(2, 197, 8, 64, dtype=torch_dtype, requires_grad=True)
-        y, final = ssd_scan(
-            x, torch.randn(2, 197, 8, dtype=torch_dtype), -torch.rand(8),
-            torch.randn(2, 197, 1, 64, dtype=torch_dtype),
-            torch.randn(2, 197, 1, 64, dtype=torch_dtype), chunk_size=64,
-            D=torch.randn(8, 64), z=torch.randn(2, 197, 8, 64, dtype=torch_dtype),
-            dt_bias=torch.randn(8), dt_softplus=True, dt_limit=(0.001, 0.1),
-            initial_states=torch.randn(2, 8, 64, 64), return_final_states=True, reverse=True,
-            impl='triton')
-        (y.float().sum() + final.sum()).backward()
+        for chunk_size in chunk_sizes:
+            for width in (256, 768):  # DinoVim-T and -B: H 8 and 24, P 64, N 64
+                mixer = BidirectionalMamba2Mixer(width, d_state=64, headdim=64,
+                                                 chunk_size=chunk_size, ssd_impl='triton')
+                with autocast:
+                    y = mixer(torch.randn(2, 197, width))
+                y.float().sum().backward()
+            x = torch.randn(2, 197, 8, 64, dtype=torch_dtype, requires_grad=True)
+            y, final = ssd_scan(
+                x, torch.randn(2, 197, 8, dtype=torch_dtype), -torch.rand(8),
+                torch.randn(2, 197, 1, 64, dtype=torch_dtype),
+                torch.randn(2, 197, 1, 64, dtype=torch_dtype), chunk_size=chunk_size,
+                D=torch.randn(8, 64), z=torch.randn(2, 197, 8, 64, dtype=torch_dtype),
+                dt_bias=torch.randn(8), dt_softplus=True, dt_limit=(0.001, 0.1),
+                initial_states=torch.randn(2, 8, 64, 64), return_final_states=True,
+                reverse=True, impl='triton')
+            (y.float().sum() + final.sum()).backward()
     assert launches and all(isinstance(k, Autotuner) for k, _, _ in launches)
     return launches
 
@@ -137,7 +141,7 @@ def sweep(dtype: str, archs=(80, 90), kernel_names=None) -> List[dict]:
                     compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs),
                                               target=target, options=options.__dict__)
                 rows.append(dict(kernel=fn.__name__, arch=arch, dtype=dtype, config=str(cfg),
-                                 launch=hash(launch),
+                                 launch=hash(launch), chunk=call.get('Q'),
                                  shared=compiled.metadata.shared,
                                  **_ptxas_report(log.getvalue())))
     return rows
