@@ -1,22 +1,25 @@
 """Every GPU autotune config of the Triton SSD kernels compiled for A100 (sm_80) and H100 / H200
-(sm_90) on a machine without a GPU, with the launch signatures of real calls.
+(sm_90) on a machine without a GPU, with the launch signatures of real calls; and the bytes of
+chunk state the kernels write per token and head.
 
-The launches are recorded from DinoVim mixers (``BidirectionalMamba2Mixer`` at the DinoVim-T and
-DinoVim-B widths, 197 tokens, forward and backward) and from one single-direction call with every
-option (initial and final states, dt_limit, D per channel), on CPU tensors: the autotuner's launch
-is replaced by a recorder, so the host code runs as on a GPU (strides, dtypes, which scalars are 1
-or multiples of 16, pointer alignment) and no kernel runs. fp16 is recorded under fp16 autocast,
-as a mixed-precision model calls the op; bf16 is the fp16 recording with the element type
-swapped (the host code does not depend on which 16-bit type it gets). Each recorded launch is then
-specialised and compiled by Triton's own binder and compiler for each target and config, and
-ptxas's report gives registers and spills, the compiled kernel its shared memory.
+The launches are recorded at chunk_size 64, 128 and 256 (the kernels' chunks) from DinoVim
+mixers (``BidirectionalMamba2Mixer`` at the DinoVim-T and DinoVim-B widths, 197 tokens, forward
+and backward) and from one single-direction call with every option (initial and final states,
+dt_limit, D per channel), on CPU tensors: the autotuner's launch is replaced by a recorder, so
+the host code runs as on a GPU (strides, dtypes, which scalars are 1 or multiples of 16, pointer
+alignment) and no kernel runs. fp16 is recorded under fp16 autocast, as a mixed-precision model
+calls the op; bf16 is the fp16 recording with the element type swapped (the host code does not
+depend on which 16-bit type it gets). Each recorded launch is then specialised and compiled by
+Triton's own binder and compiler for each target and config, and ptxas's report gives registers
+and spills, the compiled kernel its shared memory.
 
 Asserted, per kernel, target and dtype: every config compiles, its shared memory fits the target,
-and at least 2 configs spill nothing. The full sweep (about 650 compilations, an hour on 2
-cores) is marked slow; the default run compiles the backward chunk kernel (dB, dC, ddA: the one
-at the register limit) in fp32 for both targets. Run as a script, this file prints the table of
-docs/benchmarks.md ("GPU kernels: resources per target"):
-``python tests/test_ops/test_ssd_triton_resources.py``.
+and at least 2 configs of every launch spill nothing. The full sweep (about 2,700 compilations,
+hours on 2 cores) is marked slow; the default run compiles the kernel closest to the register
+limit in fp32 for both targets, with the launches recorded at chunk_size 256 (the tiles, not the
+chunk, set the registers). Run as a script, this file prints the tables of docs/benchmarks.md
+("GPU kernels: resources per target"): ``python tests/test_ops/test_ssd_triton_resources.py``
+(the compilations) and ``... --state-bytes`` (the chunk states written).
 """
 import collections
 import contextlib
@@ -37,7 +40,7 @@ pytest.importorskip('triton')
 SHARED_LIMIT = {80: 166912, 90: 232448}
 MIN_SPILL_FREE = 2
 DTYPES = ('fp32', 'bf16', 'fp16')
-TIGHTEST_KERNEL = '_chunk_scan_chunk_state_bwd_dbc_kernel'
+TIGHTEST_KERNEL = '_chunk_scan_bwd_ddA_kernel'
 #: The op's chunk_size in the recorded calls: the kernels' chunk of the state recurrence.
 CHUNK_SIZES = (64, 128, 256)
 
@@ -102,7 +105,8 @@ def _ptxas_report(log: str) -> Dict[str, int]:
     return dict(regs=int(regs.group(1)), spill=int(spills.group(1)) + int(spills.group(2)))
 
 
-def sweep(dtype: str, archs=(80, 90), kernel_names=None) -> List[dict]:
+def sweep(dtype: str, archs=(80, 90), kernel_names=None,
+          chunk_sizes=CHUNK_SIZES) -> List[dict]:
     """One row per (kernel, target, distinct launch signature, config): registers, spilled
     bytes (stores + loads), shared memory."""
     import triton
@@ -112,7 +116,7 @@ def sweep(dtype: str, archs=(80, 90), kernel_names=None) -> List[dict]:
     from triton.runtime.jit import create_function_from_signature
 
     rows, seen = [], set()
-    launches = _record_launches(dtype)
+    launches = _record_launches(dtype, chunk_sizes)
     knobs.nvidia.dump_ptxas_log = True
     knobs.compilation.always_compile = True  # a cache hit would skip ptxas and its report
     for arch in archs:
@@ -170,55 +174,136 @@ def _groups(rows: List[dict]) -> Dict[tuple, List[dict]]:
     return groups
 
 
+def likely_pick(configs: List[dict]) -> dict:
+    """The config of one launch the autotuner would likely keep (it times them all): a
+    spill-free one with the largest BLOCK_P / BLOCK / BLOCK_H, then the most stages, then the
+    most warps; the least spilling one if none is spill-free. A guess, not a measurement."""
+    def size(r):
+        numbers = [int(v) for v in re.findall(r'(?:BLOCK\w*|num_stages|num_warps): (\d+)',
+                                              r['config'])]
+        return (r['spill'] == 0, -r['spill'], *numbers)
+    return max(configs, key=size)
+
+
 def table(rows: List[dict]) -> str:
     """Markdown: per kernel, target and dtype, the configs without spills, those spilling and the
-    largest shared memory (KB), over every recorded launch signature."""
+    largest shared memory (KB), over every recorded launch signature; and the registers, spilled
+    bytes and shared memory of the likely pick of every launch (the largest over the
+    launches)."""
     lines = ['| kernel | target | dtype | compiled | spill-free | spilling | registers | '
-             'max shared (KB) |', '|---|---|---|---:|---:|---:|---|---:|']
+             'max shared (KB) | likely pick: registers / spill (B) / shared (KB) |',
+             '|---|---|---|---:|---:|---:|---|---:|---|']
     for (kernel, arch, dtype), group in _groups(rows).items():
         ok = sum(r['spill'] == 0 for r in group)
         regs = sorted({r['regs'] for r in group})
         regs = str(regs[0]) if len(regs) == 1 else f'{regs[0]}-{regs[-1]}'
+        launches = collections.defaultdict(list)
+        for r in group:
+            launches[r['launch']].append(r)
+        picks = [likely_pick(configs) for configs in launches.values()]
         lines.append(f"| {kernel.strip('_')} | sm_{arch} | {dtype} | {len(group)} | {ok} | "
                      f"{len(group) - ok} | {regs} | "
-                     f"{max(r['shared'] for r in group) / 1024:.0f} |")
+                     f"{max(r['shared'] for r in group) / 1024:.0f} | "
+                     f"{max(r['regs'] for r in picks)} / {max(r['spill'] for r in picks)} / "
+                     f"{max(r['shared'] for r in picks) / 1024:.0f} |")
     return '\n'.join(lines)
 
 
-def _sweep_in_subprocess(dtype: str, archs, kernel_names=()) -> List[dict]:
+def _sweep_in_subprocess(dtype: str, archs, kernel_names=(),
+                         chunk_sizes=CHUNK_SIZES) -> List[dict]:
     """The kernels must be compiled, not interpreted: a fresh interpreter without
     TRITON_INTERPRET (another test module may have set it for this process)."""
     env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
     cmd = [sys.executable, __file__, '--json', dtype, ','.join(map(str, archs)),
-           ','.join(kernel_names)]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)
+           ','.join(kernel_names), ','.join(map(str, chunk_sizes))]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_backward_chunk_kernel_fits_sm80_and_sm90_in_fp32():
+def test_tightest_kernel_fits_sm80_and_sm90_in_fp32():
     """The kernel closest to the register limit, in the dtype whose products take the most
-    registers (about 30 compilations)."""
-    rows = _sweep_in_subprocess('fp32', (80, 90), (TIGHTEST_KERNEL, ))
+    registers (32 compilations)."""
+    rows = _sweep_in_subprocess('fp32', (80, 90), (TIGHTEST_KERNEL, ), (256, ))
     assert {r['kernel'] for r in rows} == {TIGHTEST_KERNEL}
     assert check(rows) == [], table(rows)
 
 
-@pytest.mark.slow  # about 170 compilations per dtype
+@pytest.mark.slow  # about 900 compilations per dtype
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_every_kernel_and_config_fits_sm80_and_sm90(dtype):
     rows = _sweep_in_subprocess(dtype, (80, 90))
-    assert len({r['kernel'] for r in rows}) == 9
+    assert len({r['kernel'] for r in rows}) == 12
+    assert {r['chunk'] for r in rows} == {None, *CHUNK_SIZES}
     assert check(rows) == [], table(rows)
+
+
+#: The kernels that write chunk states (K B H, nchunks, P, N) float32, and the argument they
+#: write: chunk_state_fwd writes S_c, state_passing_fwd H_c over it; chunk_scan_bwd_dstates
+#: writes the local part of dL/dH_c, state_passing_bwd dL/dS_c over it.
+STATE_WRITERS = {'_chunk_state_fwd_kernel': 'states_ptr',
+                 '_state_passing_fwd_kernel': 'states_ptr',
+                 '_chunk_scan_bwd_dstates_kernel': 'dstates_ptr',
+                 '_state_passing_bwd_kernel': 'dstates_ptr'}
+
+
+def state_bytes_per_token_and_head(chunk_size: int, length: int, headdim: int = 64,
+                                   dstate: int = 64) -> Dict[str, float]:
+    """Bytes of chunk state the kernels write per token and head in the forward pass and in
+    the backward pass (which recomputes the forward states) of one fp32 scan (B 2, H 8), counted
+    from the buffers its recorded launches write (the per-sequence initial / final states and
+    their gradients are not chunk states and not counted)."""
+    from triton.runtime.autotuner import Autotuner
+
+    from dinomamba_mm.ops.ssd import ssd_scan
+    from dinomamba_mm.ops.ssd import triton_kernels as kernels
+
+    written = []
+
+    def record(self, *args, grid, warmup=False, **kwargs):
+        name = self.fn.__name__
+        if name in STATE_WRITERS:
+            written.append(args[self.fn.arg_names.index(STATE_WRITERS[name])].nbytes)
+        if callable(grid):
+            grid(dict(kwargs, **self.configs[0].all_kwargs()))
+
+    batch, heads = 2, 8
+    x = torch.randn(batch, length, heads, headdim, requires_grad=True)
+    with _patched(Autotuner, 'run', record), _patched(kernels, 'INTERPRETING', True):
+        y = ssd_scan(x, torch.rand(batch, length, heads), -torch.rand(heads),
+                     torch.randn(batch, length, 1, dstate), torch.randn(batch, length, 1, dstate),
+                     chunk_size=chunk_size, impl='triton')
+        forward = sum(written)
+        y.sum().backward()
+    per = batch * length * heads
+    return dict(forward=forward / per, backward=(sum(written) - forward) / per)
+
+
+@pytest.mark.parametrize('chunk_size', CHUNK_SIZES)
+def test_state_bytes_per_token_and_head(chunk_size):
+    """The chunk of the state recurrence is chunk_size: each chunk writes a P x N float32 state
+    per head twice in the forward pass (S_c, then H_c in its place) and four times in the
+    backward pass (those two again, dL/dH_c's local part and dL/dS_c in its place), so
+    2 P N 4 / Q and 4 P N 4 / Q bytes per token and head (512 tokens: whole chunks)."""
+    got = state_bytes_per_token_and_head(chunk_size, 512)
+    state = 64 * 64 * 4
+    assert got == dict(forward=2 * state / chunk_size, backward=4 * state / chunk_size)
 
 
 if __name__ == '__main__':
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
         __file__)))))
     if sys.argv[1:2] == ['--json']:
-        dtype, archs, names = sys.argv[2:5]
+        dtype, archs, names, chunks = sys.argv[2:6]
         print(json.dumps(sweep(dtype, tuple(map(int, archs.split(','))),
-                               tuple(filter(None, names.split(','))))))
+                               tuple(filter(None, names.split(','))),
+                               tuple(map(int, chunks.split(','))))))
+    elif sys.argv[1:2] == ['--state-bytes']:
+        print('| chunk_size | L | forward (B / token / head) | backward |\n|---:|---:|---:|---:|')
+        for chunk in (32, *CHUNK_SIZES):
+            for length in (197, 512, 1025):
+                got = state_bytes_per_token_and_head(chunk, length)
+                print(f"| {chunk} | {length} | {got['forward']:.0f} | {got['backward']:.0f} |")
     else:
         all_rows = [row for d in DTYPES for row in sweep(d)]
         print(table(sorted(all_rows, key=lambda r: (r['kernel'], r['arch'],
