@@ -828,22 +828,16 @@ def _chunk_scan_chunk_state_bwd_dbc_kernel(
         return
     d, b, g = _program_group(pid, batch, nheads // heads_per_group)
     dcb = dCB_ptr + (pid.to(tl.int64) * nchunks + c) * Q * Q
-    if tl.program_id(2) == 0:
-        _group_grad_tile(x_ptr, B_ptr, C_ptr, z_ptr, dout_ptr, dcb, dt_ptr, dA_cumsum_ptr,
-                         states_ptr, dstates_ptr, dC_ptr, ds_off_ptr, d, b, g, c, m, batch,
-                         seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
-                         s_x_k, s_x_b, s_x_l, s_x_h, s_x_p, s_B_k, s_B_b, s_B_l, s_B_g, s_B_n,
-                         s_C_k, s_C_b, s_C_l, s_C_g, s_C_n, s_z_k, s_z_b, s_z_l, s_z_h, s_z_p,
-                         s_dy_k, s_dy_b, s_dy_l, s_dy_h, s_dy_p, False, HAS_Z, Q, T, BLOCK_N,
-                         DOT_PRECISION, BLOCK_P)
-    else:
-        _group_grad_tile(x_ptr, B_ptr, C_ptr, z_ptr, dout_ptr, dcb, dt_ptr, dA_cumsum_ptr,
-                         states_ptr, dstates_ptr, dB_ptr, dw_ptr, d, b, g, c, m, batch,
-                         seqlen, nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
-                         s_x_k, s_x_b, s_x_l, s_x_h, s_x_p, s_B_k, s_B_b, s_B_l, s_B_g, s_B_n,
-                         s_C_k, s_C_b, s_C_l, s_C_g, s_C_n, s_z_k, s_z_b, s_z_l, s_z_h, s_z_p,
-                         s_dy_k, s_dy_b, s_dy_l, s_dy_h, s_dy_p, True, HAS_Z, Q, T, BLOCK_N,
-                         DOT_PRECISION, BLOCK_P)
+    for half in tl.static_range(2):  # 0: dC, 1: dB
+        if tl.program_id(2) == half:
+            _group_grad_tile(x_ptr, B_ptr, C_ptr, z_ptr, dout_ptr, dcb, dt_ptr, dA_cumsum_ptr,
+                             states_ptr, dstates_ptr, dB_ptr if half else dC_ptr,
+                             dw_ptr if half else ds_off_ptr, d, b, g, c, m, batch, seqlen,
+                             nheads, heads_per_group, nchunks, hdim, dstate, rev_bits,
+                             s_x_k, s_x_b, s_x_l, s_x_h, s_x_p, s_B_k, s_B_b, s_B_l, s_B_g,
+                             s_B_n, s_C_k, s_C_b, s_C_l, s_C_g, s_C_n, s_z_k, s_z_b, s_z_l,
+                             s_z_h, s_z_p, s_dy_k, s_dy_b, s_dy_l, s_dy_h, s_dy_p, half == 1,
+                             HAS_Z, Q, T, BLOCK_N, DOT_PRECISION, BLOCK_P)
 
 
 @triton.autotune(configs=_HEAD_CONFIGS, key=['nheads', 'Q'])
