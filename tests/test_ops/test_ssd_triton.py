@@ -134,8 +134,7 @@ SCAN_CASES = [
     (197, 64, 2, True, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float16),
     (300, 128, 2, True, True, 'HP', True, True, (0.05, 0.3), True, True, torch.float32),
     (300, 256, 1, False, True, 'H', True, True, None, True, True, torch.float32),
-    pytest.param(300, 128, 2, False, True, 'H', True, True, None, True, True, torch.float16,
-                 marks=pytest.mark.slow),
+    (300, 128, 2, False, True, 'H', True, True, None, True, True, torch.float16),
 ]
 
 

@@ -128,7 +128,7 @@ SLOW = ('fp32-strong-decay-bidirectional-chunk256', 'bf16-chunk256')
                                   for c in CASES])
 def test_matches_mamba_chunk_scan_combined(case):
     """Every output and gradient of ours within the case's tolerance of mamba_ssm's, relative to
-    max(1, max |theirs|) (observed: fp32 <= 5e-7, bf16 <= 8.6e-3: the two round different
+    max(1, max |theirs|) (observed: fp32 <= 7e-7, bf16 <= 8.6e-3: the two round different
     intermediates to bf16)."""
     env = dict(os.environ, TRITON_INTERPRET='1')
     result = subprocess.run([sys.executable, __file__, case], env=env, capture_output=True,
