@@ -285,6 +285,23 @@ def test_direction_stack_with_shared_inputs(reverse):
         _assert_close(f'd{name}', got, leaf.grad, 2e-4)
 
 
+def test_more_directions_than_reverse_bits_are_refused():
+    """The reverse flags travel as the bits of one integer: K = 64 is an error naming K and the
+    backend that takes it."""
+    from dinomamba_mm.ops.ssd import triton_chunk
+    from dinomamba_mm.ops.ssd.scan_inputs import ScanInputs
+
+    t = _inputs(1, 8, 2, 1, torch.float32, 40, False, None, False, False)
+    K = triton_chunk.MAX_DIRECTIONS + 1
+    inp = ScanInputs(**{n: t[n].expand(K, *t[n].shape) for n in ('x', 'dt', 'A', 'B', 'C')},
+                     D=None, z=None, dt_bias=None, initial_states=None, reverse=(True,) * K,
+                     chunk_size=16, dt_softplus=False, dt_limit=(0.0, float('inf')),
+                     return_final_states=False)
+    with pytest.raises(ValueError, match=r"impl='triton' scans at most 63 directions at once, "
+                                         r"got K = 64 .*: pass impl='torch'"):
+        triton_chunk._kernel_inputs(inp)
+
+
 def test_bidirectional_with_different_strides_per_direction():
     """Forward x contiguous, backward x a strided view: the wrapper must reconcile the strides."""
     batch, length, heads, groups = 1, 20, 2, 1

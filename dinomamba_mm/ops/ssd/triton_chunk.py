@@ -95,8 +95,12 @@ def _d_strides(D: Optional[Tensor]) -> Tuple[int, int, int]:
 def _kernel_inputs(inp: ScanInputs) -> ScanInputs:
     """The inputs as the kernels read them: each field one stack of directions (K, ...), read
     through its strides; the initial states contiguous float32 (the state passing reads them
-    flat)."""
+    flat). At most MAX_DIRECTIONS directions (their reverse flags are the bits of one int)."""
     fields = {name: _stacked(getattr(inp, name)) for name in ScanInputs.TENSORS}
+    if len(inp.reverse) > MAX_DIRECTIONS:
+        raise ValueError(f"impl='triton' scans at most {MAX_DIRECTIONS} directions at once, got "
+                         f"K = {len(inp.reverse)} (x {tuple(fields['x'].shape)}): pass "
+                         "impl='torch'")
     if fields['initial_states'] is not None:
         fields['initial_states'] = fields['initial_states'].float().contiguous()
     return dataclasses.replace(inp, **fields)
@@ -108,10 +112,6 @@ class _Meta:
     def __init__(self, inp: ScanInputs):
         x, B = inp.x, inp.B
         self.directions = x.shape[0]
-        if self.directions > MAX_DIRECTIONS:
-            raise ValueError(f'the Triton SSD scan takes at most {MAX_DIRECTIONS} directions, '
-                             f'got x of shape {tuple(x.shape)} (K = {self.directions}); '
-                             "use impl='torch'")
         self.rev_bits = sum(int(rev) << k for k, rev in enumerate(inp.reverse))
         _, self.batch, self.seqlen, self.nheads, self.hdim = x.shape
         self.ngroups, self.dstate = B.shape[3], B.shape[4]
