@@ -1,5 +1,9 @@
 """Shared input builders for the SSD tests (torch path and API): random, small, reproducible."""
+import importlib
+import importlib.util
 import math
+import sys
+import types
 from typing import Dict, Optional
 
 import torch
@@ -104,3 +108,18 @@ def decay_gradient_errors(inputs: Dict[str, torch.Tensor], mode: str, scan) -> D
     sum((o.double() * w).sum() for o, w in zip(outs, weights)).backward()
     sum((r * w).sum() for r, w in zip(refs, weights)).backward()
     return {n: relative_error(ours[n].grad, ref[n].grad) for n in ('A', 'dt', 'dt_bias')}
+
+
+def mamba_ssm_ssd_combined():
+    """mamba_ssm's ``mamba_ssm.ops.triton.ssd_combined`` module (None if mamba_ssm is not
+    installed), also from an install of its Python files alone: the package's ``__init__``
+    imports its CUDA extension, so the package is entered without it. A shim of the tests and
+    benchmarks, never of dinomamba_mm's own imports."""
+    if 'mamba_ssm' not in sys.modules:
+        spec = importlib.util.find_spec('mamba_ssm')
+        if spec is None:
+            return None
+        package = types.ModuleType('mamba_ssm')
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules['mamba_ssm'] = package
+    return importlib.import_module('mamba_ssm.ops.triton.ssd_combined')

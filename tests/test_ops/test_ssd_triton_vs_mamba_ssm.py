@@ -15,7 +15,6 @@ bf16 runs through test_ssd_triton's ``_gpu_products``, which makes the interpret
 bf16 operands as a GPU does, for both ops.
 """
 import contextlib
-import importlib
 import os
 import subprocess
 import sys
@@ -30,15 +29,10 @@ pytest.importorskip('einops')  # mamba_ssm's Triton ops import it
 
 def _mamba_chunk_scan():
     """mamba_ssm's ``mamba_chunk_scan_combined``, defined under the interpreter."""
-    import importlib.util
-    spec = importlib.util.find_spec('mamba_ssm')
-    if spec is None:
+    from ssd_cases import mamba_ssm_ssd_combined
+    combined = mamba_ssm_ssd_combined()  # the package without its __init__ (CUDA extension)
+    if combined is None:
         pytest.fail('mamba-ssm is a test dependency: tools/setup_env.sh installs it')
-    if 'mamba_ssm' not in sys.modules:  # the package without its __init__ (CUDA extension)
-        package = types.ModuleType('mamba_ssm')
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules['mamba_ssm'] = package
-    combined = importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
     from triton.runtime.autotuner import Autotuner
     for name in ('ssd_bmm', 'ssd_chunk_state', 'ssd_state_passing', 'ssd_chunk_scan',
                  'ssd_combined'):
