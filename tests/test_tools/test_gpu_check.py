@@ -91,3 +91,30 @@ def test_the_rehearsal_and_the_gpu_run_are_not_mixed(argv, message, capsys):
     with pytest.raises(SystemExit):
         gpu_check.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_gpu_commands_select_what_the_parts_promise(tmp_path):
+    """What runs only on a GPU, checked here: the pytest parts collect the GPU tests (a: every
+    case of test_ssd_gpu.py; d: the two 'full' training steps), the backbone part's options
+    parse, and DinoVim runs our kernels in parts c and d."""
+    def collected(part):
+        argv, env = gpu_check.part_command(part, 'cuda', tiny=False)
+        tee = gpu_check.Tee(str(tmp_path / f'{part}.log'))
+        status, _ = gpu_check.run_part(argv + ['--collect-only', '-qq'], env, 300.0, tee)
+        tee.close()
+        lines = (tmp_path / f'{part}.log').read_text().splitlines()
+        assert status == 'ok', lines[-20:]
+        return [line for line in lines if '::' in line]
+
+    assert len(collected('a')) == 54
+    assert collected('d') == [
+        'tests/test_runner/test_training_steps.py::test_a_few_iterations_train[dino-full]',
+        'tests/test_runner/test_training_steps.py::test_a_few_iterations_train[upernet-full]']
+    argv, env = gpu_check.part_command('c', 'cuda', tiny=False)
+    backbones = load_tool('tools/benchmarks/backbones.py')
+    options = backbones.build_parser().parse_args(argv[1:])
+    assert (options.sizes, options.batch, options.amp, options.device) == (
+        [224, 512, 1024, 1248], 8, True, 'cuda')
+    assert options.models == ['DinoVim-T', 'DeiT-T', 'DinoVim-S', 'DeiT-S', 'DinoVim-B',
+                              'DeiT-B']
+    assert env == {'DINOMAMBA_SSD_IMPL': 'triton'} == gpu_check.part_command('d', 'cuda', False)[1]

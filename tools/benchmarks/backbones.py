@@ -209,7 +209,7 @@ def report(results: dict, models, modes, sizes, key: str, label: str, setting: s
             print(f'growth exponent of {label} in tokens ({lo}->{hi} px): ' + ', '.join(slopes))
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024],
                         help='image sides in pixels (default: 224 448 768 1024)')
@@ -244,6 +244,11 @@ def main() -> None:
                         'at the largest size')
     add_malloc_option(parser)
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     sizes = sorted(args.sizes)
     if args.batch < 1 or args.rounds < 1:

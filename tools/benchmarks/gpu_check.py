@@ -10,7 +10,7 @@ parts before it left unused; ``--budget PART=SECONDS`` changes one), and its out
 stdout as it comes and to ``OUT/<part>.log``; ``OUT/setup.log`` holds the machine and the
 versions, ``OUT/summary.md`` each part's outcome and time.
 
-- a, kernels (120 s): ``pytest -m gpu tests/test_ops/test_ssd_gpu.py``: our Triton kernels against
+- a, kernels (180 s): ``pytest -m gpu tests/test_ops/test_ssd_gpu.py``: our Triton kernels against
   the PyTorch path (fp32, bf16, single and bidirectional, L 1 to 16384, every output and gradient
   finite), both paths against the float64 oracle and under strong decay, and against mamba_ssm's
   ``mamba_chunk_scan_combined`` (L 197, 1025, 4096). A failure's message is printed when it
@@ -20,12 +20,17 @@ versions, ``OUT/summary.md`` each part's outcome and time.
   ``mamba_chunk_scan_combined`` twice (the backward direction on flipped copies), bf16, a
   DinoVim-B mixer's heads (H 24, P = N = 64), B 8 and 64, L 197, 1025 and 4096, forward and
   forward + backward, median of 10 rounds after a warm-up one.
-- c, backbones (180 s): ``tools/benchmarks/backbones.py``: DinoVim-T / -S / -B against mmpretrain's
+- c, backbones (150 s): ``tools/benchmarks/backbones.py``: DinoVim-T / -S / -B against mmpretrain's
   ViT at the DeiT sizes (SDPA attention) at 224, 512, 1024 and 1248 px, bf16 autocast, batch 8
-  (halved while out of memory), forward and forward + backward, time and peak memory.
-- d, training steps (90 s): ``pytest -m gpu -k full tests/test_runner/test_training_steps.py``:
+  (halved while out of memory), forward and forward + backward, time and peak memory; DinoVim
+  on our kernels (``DINOMAMBA_SSD_IMPL=triton``), as in part d.
+- d, training steps (60 s): ``pytest -m gpu -k full tests/test_runner/test_training_steps.py``:
   4 DINO iterations of the DinoVim-S config and 4 UperNet ones, bf16 AMP: finite losses and the
   teacher's exact EMA step.
+
+On CUDA the parts share Triton's autotuning results through its disk cache
+(``TRITON_CACHE_AUTOTUNING=1`` unless set): part a compiles and tunes the kernels, and the later
+parts' processes reuse both.
 
 Each check has one home, those tests and benchmark scripts: this script picks their sizes, runs
 them under budgets and gathers what they print. mamba_ssm is used from its Python files alone
@@ -92,7 +97,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 HERE = osp.dirname(osp.abspath(__file__))
 ROOT = osp.dirname(osp.dirname(HERE))
 PARTS = {'a': 'kernels', 'b': 'scan speed', 'c': 'backbones', 'd': 'training steps'}
-BUDGETS = {'a': 120, 'b': 90, 'c': 180, 'd': 90}  # seconds on the GPU
+BUDGETS = {'a': 180, 'b': 90, 'c': 150, 'd': 60}  # seconds on the GPU
 TINY_BUDGET = 300  # seconds per part of the CPU rehearsal (about 15 on an idle core)
 PACKAGES = ('torch', 'triton', 'numpy', 'mmengine', 'mmcv', 'mmpretrain', 'mmsegmentation',
             'mmdet', 'mamba_ssm')
@@ -105,6 +110,7 @@ PYTEST = ['-m', 'pytest', '-p', 'no:cacheprovider', '-v', '--tb=short', '-p', 'g
 
 def part_command(part: str, device: str, tiny: bool) -> Tuple[List[str], Dict[str, str]]:
     """The child's argv (after the Python executable) and its extra environment."""
+    ours = {} if tiny else dict(DINOMAMBA_SSD_IMPL='triton')  # on CPU: the PyTorch path
     if part == 'a':
         env = dict(DINOMAMBA_SSD_TEST_DEVICE='cpu', TRITON_INTERPRET='1') if tiny else {}
         return PYTEST + ['-m', 'gpu', 'tests/test_ops/test_ssd_gpu.py'], env
@@ -117,10 +123,10 @@ def part_command(part: str, device: str, tiny: bool) -> Tuple[List[str], Dict[st
         return [osp.join(HERE, 'backbones.py'), '--device', device, '--amp', '--batch',
                 str(batch), '--sizes', *map(str, sizes), '--models', *models, '--no-profile',
                 '--repeats', '1' if tiny else '3', '--point-seconds', '2'] + (
-                    ['--modes', 'fwd+bwd'] if tiny else []), {}
+                    ['--modes', 'fwd+bwd'] if tiny else []), ours
     if part == 'd':
         marks = ['-m', 'not slow', '-k', 'tiny'] if tiny else ['-m', 'gpu', '-k', 'full']
-        return PYTEST + marks + ['tests/test_runner/test_training_steps.py'], {}
+        return PYTEST + marks + ['tests/test_runner/test_training_steps.py'], ours
     raise ValueError(f'part must be one of {sorted(PARTS)}, got {part!r}')
 
 
@@ -309,6 +315,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv_, env = part_command(part, args.device, args.tiny)
         if args.tiny:  # one thread: two would crawl on a shared machine's busy cores
             env['OMP_NUM_THREADS'] = '1'
+        elif 'TRITON_CACHE_AUTOTUNING' not in os.environ:  # reused by the later parts
+            env['TRITON_CACHE_AUTOTUNING'] = '1'
         tee = Tee(osp.join(args.out, f'{part}.log'))
         tee.line(f'\n== part {part}, {PARTS[part]} (budget {budget:.0f} s): '
                  f'python {" ".join(argv_)}' + ''.join(f' {k}={v}' for k, v in env.items()))
