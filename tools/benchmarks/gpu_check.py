@@ -160,9 +160,10 @@ def run_part(argv: Sequence[str], env: Dict[str, str], budget: float, tee: Tee) 
     child_env = dict(os.environ, PYTHONUNBUFFERED='1', **env)
     child_env['PYTHONPATH'] = os.pathsep.join(
         [ROOT, HERE] + [p for p in [os.environ.get('PYTHONPATH')] if p])
+    # its own process group, in this session: stopping the command stops it too
     proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=child_env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1,
-                            start_new_session=True)
+                            errors='replace', stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            bufsize=1, process_group=0)
     pump = threading.Thread(target=lambda: [tee.line(line.rstrip('\n')) for line in proc.stdout],
                             daemon=True)
     pump.start()
