@@ -27,8 +27,8 @@ def _files(root: str, *folders: str) -> set:
     return found
 
 
-def test_sdist_ships_the_tests_docs_configs_tools_and_demo_checkpoints(tmp_path):
-    """Built from a copy of the checkout (setup.py writes dinomamba_mm/.mim while building)."""
+def _copy_of_the_checkout(tmp_path):
+    """``tmp_path/source``: the checkout's source items, without build leftovers."""
     source = tmp_path / 'source'
     source.mkdir()
     for item in SOURCE_ITEMS:
@@ -37,6 +37,12 @@ def test_sdist_ships_the_tests_docs_configs_tools_and_demo_checkpoints(tmp_path)
             shutil.copytree(src, source / item, ignore=IGNORED)
         else:
             shutil.copy(src, source / item)
+    return source
+
+
+def test_sdist_ships_the_tests_docs_configs_tools_and_demo_checkpoints(tmp_path):
+    """Built from a copy of the checkout (setup.py writes dinomamba_mm/.mim while building)."""
+    source = _copy_of_the_checkout(tmp_path)
     proc = subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--dist-dir',
                            str(tmp_path / 'dist')], cwd=str(source), capture_output=True,
                           text=True, timeout=600)
@@ -56,14 +62,7 @@ def test_the_wheel_lists_the_extras_and_ships_what_a_wheel_user_runs(tmp_path):
     packages out of the runtime requirements, and holds every tool and config under
     ``dinomamba_mm/.mim`` with the ``python -m dinomamba_mm`` runner."""
     import zipfile
-    source = tmp_path / 'source'
-    source.mkdir()
-    for item in SOURCE_ITEMS:
-        src = osp.join(ROOT, item)
-        if osp.isdir(src):
-            shutil.copytree(src, source / item, ignore=IGNORED)
-        else:
-            shutil.copy(src, source / item)
+    source = _copy_of_the_checkout(tmp_path)
     proc = subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps',
                            '--no-build-isolation', '.', '-w', str(tmp_path / 'dist')],
                           cwd=str(source), capture_output=True, text=True, timeout=600)

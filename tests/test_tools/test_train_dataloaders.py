@@ -1,7 +1,6 @@
 """tools/train.py fits the dataloaders to the machine (workers, pinned memory) unless told
 otherwise, and names the images, batch size and drop_last when the training data gives no full
 batch (mmengine would fail on "`epoch_length` must be a positive integer, but got 0")."""
-import logging
 import os.path as osp
 import sys
 from types import SimpleNamespace
@@ -9,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler, InfiniteSampler
-from mmengine.logging import MMLogger
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__)))))
@@ -22,25 +20,6 @@ LOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 def _config(workers: int = 10, pin_memory: bool = True) -> Config:
     loader = dict(batch_size=2, num_workers=workers, pin_memory=pin_memory, dataset=dict())
     return Config(dict(train_dataloader=loader, val_dataloader=loader, test_dataloader=None))
-
-
-class _Messages(logging.Handler):
-
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-@pytest.fixture
-def logged():
-    logger = MMLogger.get_current_instance()
-    handler = _Messages()
-    logger.addHandler(handler)
-    yield handler.messages
-    logger.removeHandler(handler)
 
 
 @pytest.fixture

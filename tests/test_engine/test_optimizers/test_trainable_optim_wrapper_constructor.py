@@ -1,7 +1,6 @@
 """TrainableOptimWrapperConstructor: mmengine's param groups, logged as a few summary lines
 instead of mmengine's INFO line per parameter with a paramwise setting and warning per frozen
 parameter (DINO's teacher: the bulk of a DINO training log)."""
-import logging
 import os.path as osp
 import sys
 
@@ -23,25 +22,6 @@ def _groups(optim_wrapper, model):
     names = {id(p): n for n, p in model.named_parameters()}
     return [(names[id(p)], {k: v for k, v in group.items() if k != 'params'})
             for group in optim_wrapper.optimizer.param_groups for p in group['params']]
-
-
-class _Messages(logging.Handler):
-
-    def __init__(self):
-        super().__init__(level=logging.DEBUG)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-@pytest.fixture
-def logged():
-    logger = MMLogger.get_current_instance()
-    handler = _Messages()
-    logger.addHandler(handler)
-    yield handler.messages
-    logger.removeHandler(handler)
 
 
 def test_same_param_groups_as_mmengine_and_a_summary_instead_of_a_line_each(logged):
