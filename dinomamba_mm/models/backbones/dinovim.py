@@ -17,7 +17,8 @@ from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+                              init_cfg_from_pretrained)
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
@@ -157,6 +158,9 @@ class DinoVim(BaseModule):
             checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
             :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
             Random initialisation happens at construction.
+        pretrained: deprecated, as in mmseg's backbones (whose segmentors pass it on): a
+            checkpoint path or URL read as ``init_cfg=dict(type='Pretrained', checkpoint=...)``,
+            with a warning; not together with ``init_cfg``. Defaults to None.
 
     The normalised tokens entering chosen blocks' mixers (for ``self.layers[i].mixer.ssd_inputs``
     / ``.mixing_matrices``): ``dinomamba_mm.analysis.capture_mixer_inputs``.
@@ -192,8 +196,10 @@ class DinoVim(BaseModule):
                  norm_eps: float = 1e-5,
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(checked_pretrained_cfg(init_cfg))
+                 init_cfg: Optional[Union[dict, List[dict]]] = None,
+                 pretrained: Optional[str] = None) -> None:
+        super().__init__(checked_pretrained_cfg(
+            init_cfg_from_pretrained(type(self).__name__, pretrained, init_cfg)))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
