@@ -18,7 +18,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
+from ssd_cases import decay_gradient_errors, stacked, strong_decay_inputs  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]
@@ -59,7 +59,7 @@ def vision_inputs(batch: int, length: int, dtype: torch.dtype, seed: int, heads:
 def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     """Outputs and every input's gradient under fixed random output gradients; the oracle runs
     ``ssd_scan_naive`` per direction in float64."""
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
     from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
     directions = 2 if bidirectional else 1
     leaves = {n: [(t.double() if oracle else t).detach().clone().requires_grad_()
@@ -68,9 +68,8 @@ def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     if oracle:
         ys = [ssd_scan_naive(**a, dt_softplus=True, reverse=bool(k)) for k, a in enumerate(args)]
     elif bidirectional:
-        ys = ssd_scan_bidirectional(*(leaves[n] for n in NAMES[:5]), chunk_size=64,
-                                    D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'],
-                                    dt_softplus=True, impl=impl)
+        ys = ssd_scan_directions(**stacked(**leaves), reverse=(False, True), chunk_size=64,
+                                 dt_softplus=True, impl=impl)
     else:
         ys = [ssd_scan(**args[0], chunk_size=64, dt_softplus=True, impl=impl)]
     g = torch.Generator(device='cuda').manual_seed(0)
@@ -109,11 +108,12 @@ def test_both_paths_match_the_oracle(dtype, impl):
 @pytest.mark.parametrize('impl', ['triton', 'torch'])
 @pytest.mark.parametrize('dt_scale', [2, 8])
 def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
 
     def scan(ours, mode):
         if mode == 'bidirectional':
-            return ssd_scan_bidirectional(**ours, chunk_size=64, dt_softplus=True, impl=impl)
+            return ssd_scan_directions(**stacked(**ours), reverse=(False, True), chunk_size=64,
+                                       dt_softplus=True, impl=impl)
         return ssd_scan(**ours, chunk_size=64, dt_softplus=True, reverse=mode == 'reverse',
                         return_final_states=True, impl=impl)
 

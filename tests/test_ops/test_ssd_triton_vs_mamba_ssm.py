@@ -79,10 +79,14 @@ def _inputs(dtype, strong, seed=0, length=70, heads=2):
 
 
 def _ours(t, bidirectional, chunk):
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
+    from ssd_cases import stacked
     kw = dict(D=t['D'], z=t['z'], dt_bias=t['dt_bias'], dt_softplus=True, impl='triton')
     if bidirectional:
-        return ssd_scan_bidirectional(*(t[n] for n in ARGS), chunk_size=chunk, **kw)
+        return ssd_scan_directions(**stacked(**{n: t[n] for n in ARGS}, D=t['D'], z=t['z'],
+                                             dt_bias=t['dt_bias']),
+                                   reverse=(False, True), chunk_size=chunk, dt_softplus=True,
+                                   impl='triton')
     return ssd_scan(*(t[n] for n in ARGS), chunk_size=chunk, return_final_states=True, **kw)
 
 
