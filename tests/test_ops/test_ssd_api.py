@@ -1,6 +1,7 @@
 """ssd_scan / ssd_scan_directions / ssd_mixing_matrix: input validation and dispatch."""
 import os
 import sys
+import warnings
 
 import pytest
 import torch
@@ -52,6 +53,19 @@ def test_bad_tensor_raises_value_error(inputs, name, value, pattern):
         ssd_scan(**_bad(inputs, **{name: value}))
 
 
+def test_unsupported_dtype_or_layout_is_named(inputs):
+    """float8 or sparse tensors: an error naming the argument and what the scan takes (float8
+    failed inside the op on a dtype promotion, a sparse x on an internal assert of torch)."""
+    float8 = {n: inputs[n].to(torch.float8_e4m3fn) for n in ('x', 'B', 'C', 'z')}
+    with pytest.raises(ValueError, match=r'x must be a floating point tensor of dtype float16, '
+                                         r'bfloat16, float32 or float64, got dtype '
+                                         r'torch.float8_e4m3fn'):
+        ssd_scan(**_bad(inputs, **float8))
+    with pytest.raises(ValueError, match=r'x must be a dense \(strided\) tensor, got layout '
+                                         r'torch.sparse_coo: convert it with .to_dense\(\)'):
+        ssd_scan(**_bad(inputs, x=inputs['x'].to_sparse()))
+
+
 def test_non_tensor_raises_type_error(inputs):
     with pytest.raises(TypeError, match='x must be a torch.Tensor of shape .* got list'):
         ssd_scan(**_bad(inputs, x=[[1.0]]))
@@ -66,7 +80,8 @@ def test_non_tensor_raises_type_error(inputs):
     (dict(dt_limit=(0.0, float('nan'))), 'dt_limit must satisfy 0 <= min <= max'),
     (dict(dt_limit=0.1), 'dt_limit must be a pair'),
     (dict(dt_limit=(0.1, 0.2, 0.3)), 'dt_limit must be a pair'),
-    (dict(impl='cuda'), "impl must be one of None, 'auto', 'torch', 'triton', got 'cuda'"),
+    (dict(impl='cuda'), "impl must be one of None, 'auto', 'torch', 'triton', 'mamba_ssm', "
+                        "got 'cuda'"),
 ])
 def test_bad_option_raises_value_error(inputs, kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -176,8 +191,30 @@ class _Recorder:
 
 
 @pytest.fixture
-def recorder(monkeypatch):
-    """Both backends replaced by one recorder; select_backend still runs for real."""
+def mamba_ssm_state(monkeypatch):
+    """``set('missing')``: mamba_ssm does not import (as without its CUDA extension);
+    ``set('importable')``: it does; the op's cached answers are cleared before and after."""
+    from dinomamba_mm.ops.ssd import mamba_ssm_chunk
+    caches = (api._mamba_ssm_unusable, api._cuda_backend, mamba_ssm_chunk.kernels)
+
+    def set_state(state):
+        for cache in caches:
+            cache.cache_clear()
+        if state == 'missing':
+            monkeypatch.setitem(sys.modules, 'mamba_ssm', None)
+        else:
+            monkeypatch.setattr(api, '_mamba_ssm_unusable', lambda: None)
+
+    yield set_state
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.fixture
+def recorder(monkeypatch, mamba_ssm_state):
+    """The backends replaced by one recorder; select_backend still runs for real (mamba_ssm
+    importable)."""
+    mamba_ssm_state('importable')
     rec = _Recorder()
     chosen = []
     select = api.select_backend
@@ -198,6 +235,8 @@ def recorder(monkeypatch):
     (None, 'triton', 'triton'),
     ('auto', 'torch', 'torch'),
     ('torch', 'triton', 'torch'),  # an explicit impl wins over the environment
+    ('mamba_ssm', None, 'mamba_ssm'),
+    (None, 'mamba_ssm', 'mamba_ssm'),
 ])
 def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
     if env is not None:
@@ -207,12 +246,53 @@ def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
     assert recorder.chosen == [expected, expected]
 
 
+@pytest.mark.parametrize('impl', ['triton', 'mamba_ssm'])
 @pytest.mark.parametrize('dtype,batch', [(torch.float64, 2), (torch.float32, 0)])
-def test_float64_and_empty_batches_run_on_torch(dtype, batch):
-    """The Triton kernels compute in float32 over a grid of batch rows."""
+def test_float64_and_empty_batches_run_on_torch(dtype, batch, impl, mamba_ssm_state):
+    """The GPU kernels compute in float32 over a grid of batch rows."""
+    mamba_ssm_state('importable')
     x = torch.zeros(2, batch, 3, 2, 2, dtype=dtype)
-    assert api.select_backend('triton', x) == 'torch'
-    assert api.select_backend('triton', torch.zeros(2, 2, 3, 2, 2)) == 'triton'
+    assert api.select_backend(impl, x) == 'torch'
+    assert api.select_backend(impl, torch.zeros(2, 2, 3, 2, 2)) == impl
+
+
+def _cuda_tensor(*shape):
+    """A CUDA tensor without a GPU (a fake tensor: device, dtype and shape only)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        return torch.empty(*shape, device='cuda')
+
+
+def test_auto_on_cuda_picks_mamba_ssm_when_it_imports(mamba_ssm_state):
+    mamba_ssm_state('importable')
+    assert api.select_backend(None, _cuda_tensor(2, 2, 3, 2, 2)) == 'mamba_ssm'
+    assert api.select_backend(None, torch.zeros(2, 2, 3, 2, 2)) == 'torch'  # CPU: always
+
+
+def test_auto_on_cuda_falls_back_with_one_warning_naming_the_reason(mamba_ssm_state):
+    """mamba_ssm that does not import (e.g. no CUDA build of its extension): our Triton
+    kernels, and one warning, whatever the number of calls; never an error."""
+    mamba_ssm_state('missing')
+    x = _cuda_tensor(2, 2, 3, 2, 2)
+    with pytest.warns(UserWarning, match=r"mamba_ssm's kernels do not import \(ModuleNotFoundError"
+                                         r".*\); CUDA tensors run on the 'triton' backend"):
+        assert api.select_backend(None, x) == 'triton'
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert api.select_backend('auto', x) == 'triton'
+
+
+def test_explicit_mamba_ssm_that_does_not_import_is_an_error(inputs, mamba_ssm_state,
+                                                             monkeypatch, fresh_environment):
+    mamba_ssm_state('missing')
+    pattern = (r"impl='mamba_ssm' needs mamba_ssm's Triton kernels, which do not import here "
+               r"\(ModuleNotFoundError: .*mamba_ssm.*\): install mamba-ssm with its CUDA "
+               r"extension \(pip install mamba-ssm\), or pass impl='triton', 'torch' or None")
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**inputs, impl='mamba_ssm')
+    monkeypatch.setenv(api.ENV_IMPL, 'mamba_ssm')
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**inputs)
 
 
 def test_environment_is_read_once(inputs, recorder, monkeypatch):

@@ -12,7 +12,7 @@ group g = h // (H // G):
    initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
    A = -inf is a head that forgets at every step (A below ``MIN_A`` acts as -inf). dt' A > 0 (A
    > 0, or dt' < 0 without softplus) grows the state instead and overflows on long sequences:
-   the torch backend warns once (the Triton kernels do not look: that would cost a host sync).
+   the torch backend warns once (the GPU kernels do not look: that would cost a host sync).
    A reverse direction runs t from L-1 down to 0 with h_L = initial_states; final_states = h_0.
    Inputs and outputs are in input token order for every direction: nothing is flipped.
 3. With z: y = y * silu(z).
@@ -27,17 +27,20 @@ group g = h // (H // G):
    L = 0 are errors.
 
 Implementations ("backends"), chosen for each call by :func:`select_backend`: 'torch'
-(``chunk.py``, any device) and 'triton' (``triton_chunk.py``, CUDA, or CPU under
+(``chunk.py``, any device), 'triton' (``triton_chunk.py``, CUDA, or CPU under
 ``TRITON_INTERPRET=1``), both written as the stages of ``chunk_stages.py`` (see its docstring;
-``reference.py`` is the same algorithm in einsum form). Both run inside one opaque custom op,
+``reference.py`` is the same algorithm in einsum form), and 'mamba_ssm' (``mamba_ssm_chunk.py``:
+mamba_ssm's own kernels, one call per direction, CUDA). All run inside one opaque custom op,
 ``torch.ops.dinomamba_mm.ssd_scan`` (with a fake implementation and a registered backward, the op
 ``ssd_scan_backward``, which calls the backend's backward), so that torch.compile and
 torch.export see the scan as one node and the fast paths keep their buffers and data-dependent
-shortcuts.
+shortcuts; mamba_ssm's kernels, whose launch code torch.compile would otherwise trace into, run
+there too.
 """
 import functools
 import importlib
 import os
+import warnings
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -47,7 +50,7 @@ from .scan_inputs import ScanInputs, compute_dtype
 
 Tensor = torch.Tensor
 
-IMPLS = ('auto', 'torch', 'triton')
+IMPLS = ('auto', 'torch', 'triton', 'mamba_ssm')
 ENV_IMPL = 'DINOMAMBA_SSD_IMPL'
 #: the dtypes the backends compute (float64 on the torch backend only, see select_backend)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -170,29 +173,69 @@ def _triton_importable() -> bool:
     return True
 
 
+@torch.compiler.assume_constant_result
+@functools.lru_cache(maxsize=None)
+def _mamba_ssm_unusable() -> Optional[str]:
+    """Why mamba_ssm's SSD kernels cannot run here (None when they can), tried once."""
+    from . import mamba_ssm_chunk
+    try:
+        mamba_ssm_chunk.kernels()
+    except Exception as error:  # a missing package, a CUDA extension built for another torch
+        return f'{type(error).__name__}: {error}'
+    return None
+
+
+@torch.compiler.assume_constant_result
+@functools.lru_cache(maxsize=None)
+def _cuda_backend() -> str:
+    """What 'auto' runs on CUDA tensors: mamba_ssm's kernels when they import, else ours
+    (Triton) when triton imports, else torch; warns once when mamba_ssm's do not."""
+    reason = _mamba_ssm_unusable()
+    if reason is None:
+        return 'mamba_ssm'
+    fallback = 'triton' if _triton_importable() else 'torch'
+    warnings.warn(f"SSD scan: mamba_ssm's kernels do not import ({reason}); CUDA tensors run on "
+                  f"the '{fallback}' backend instead (pip install mamba-ssm with its CUDA "
+                  f"extension for this torch, or set {ENV_IMPL}={fallback} to choose it). "
+                  'Warned once.')
+    return fallback
+
+
 def select_backend(impl: Optional[str], x: Tensor) -> str:
-    """'torch' or 'triton' for a call on x (K, B, L, H, P); the one place that chooses.
+    """'torch', 'triton' or 'mamba_ssm' for a call on x (K, B, L, H, P); the one place that
+    chooses.
 
     ``impl`` None or 'auto' uses ``DINOMAMBA_SSD_IMPL`` (same values; read once, at the first
-    call) and otherwise picks Triton for CUDA tensors when triton imports, else torch. The Triton
-    kernels compute in float32 and launch a grid per batch row: float64 inputs, and batches of
-    size 0, run on the torch backend whatever ``impl`` says.
+    call) and otherwise picks, for CUDA tensors, mamba_ssm's kernels when they import (else,
+    with one warning that names the reason, ours in Triton when triton imports, else torch);
+    for any other device torch. Float64 inputs and batches of size 0 run on the torch backend
+    whatever ``impl`` says (the GPU kernels compute in float32 and launch a grid per batch row).
+    An explicit 'mamba_ssm' that does not import is an error naming the reason.
     """
     if impl is None or impl == 'auto':
         impl = _environment_impl() or 'auto'
     elif impl not in IMPLS:
         raise ValueError(f'impl must be one of None, {", ".join(map(repr, IMPLS))}, got {impl!r}')
-    if impl == 'auto':
-        impl = 'triton' if x.device.type == 'cuda' and _triton_importable() else 'torch'
     if x.dtype == torch.float64 or x.shape[1] == 0:
         return 'torch'
+    if impl == 'auto':
+        return _cuda_backend() if x.device.type == 'cuda' else 'torch'
+    if impl == 'mamba_ssm' and _mamba_ssm_unusable() is not None:
+        raise ValueError(f"impl='mamba_ssm' needs mamba_ssm's Triton kernels, which do not "
+                         f'import here ({_mamba_ssm_unusable()}): install mamba-ssm with its '
+                         "CUDA extension (pip install mamba-ssm), or pass impl='triton', "
+                         "'torch' or None")
     return impl
+
+
+_BACKEND_MODULES = dict(torch='chunk', triton='triton_chunk', mamba_ssm='mamba_ssm_chunk')
+#: backends whose backward reads the op's output instead of recomputing it (when not gated)
+_KEEPS_OUTPUT = ('mamba_ssm', )
 
 
 def _backend(name: str):
     """The module of a backend: ``forward`` and ``backward`` of a ScanInputs."""
-    return importlib.import_module(f'.{"chunk" if name == "torch" else "triton_chunk"}',
-                                   __package__)
+    return importlib.import_module(f'.{_BACKEND_MODULES[name]}', __package__)
 
 
 #: A below this acts as A = -inf: exp(dt' A) underflows to 0 for every dt' > 1e-9, while the
@@ -214,7 +257,8 @@ def _scan(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Te
           return_final_states: bool, backend: str) -> List[Tensor]:
     """The scan of every direction (tensors stacked as in :func:`ssd_scan_directions`):
     [y (K, B, L, H, P), final states (K, B, H, P, N) if asked for]. Nothing else is kept for
-    the backward pass, whose backends recompute from the inputs."""
+    the backward pass, whose backends recompute from the inputs (and, for ``_KEEPS_OUTPUT``,
+    y)."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                        dt_softplus, dt_limit, return_final_states)
     # The op chooses its own precision (fp32 accumulation); autocast would hand its matmuls
@@ -238,17 +282,19 @@ def _scan_fake(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_siz
                            dtype=compute_dtype(x))]
 
 
-def _scan_backward(dy: Optional[Tensor], d_final: Optional[Tensor], x: Tensor, dt: Tensor,
-                   A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor],
-                   z: Optional[Tensor], dt_bias: Optional[Tensor],
+def _scan_backward(dy: Optional[Tensor], d_final: Optional[Tensor], y: Optional[Tensor],
+                   x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor,
+                   D: Optional[Tensor], z: Optional[Tensor], dt_bias: Optional[Tensor],
                    initial_states: Optional[Tensor], reverse: List[bool], chunk_size: int,
                    dt_softplus: bool, dt_limit: List[float], backend: str) -> List[Tensor]:
     """Gradients of the inputs that are not None (``ScanInputs.present`` order) from those of y
-    and of the final states (None where they got none)."""
+    and of the final states (None where they got none); y is the op's output where the backend
+    keeps it."""
     inp = _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                        dt_softplus, dt_limit, d_final is not None)
+    kept = {} if y is None else dict(y=y)
     with torch.autocast(device_type=x.device.type, enabled=False):
-        grads = _backend(backend).backward(inp, dy, d_final)
+        grads = _backend(backend).backward(inp, dy, d_final, **kept)
     # an op's outputs must not share memory, and compiled graphs expect the fake's strides
     storages = set()
     for i, g in enumerate(grads):
@@ -263,7 +309,7 @@ _scan_backward_op = torch.library.custom_op('dinomamba_mm::ssd_scan_backward', _
 
 
 @_scan_backward_op.register_fake
-def _scan_backward_fake(dy, d_final, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
+def _scan_backward_fake(dy, d_final, y, x, dt, A, B, C, D, z, dt_bias, initial_states, *rest):
     return [t.new_empty(t.shape) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states)
             if t is not None]
 
@@ -275,15 +321,16 @@ def _setup_context(ctx, inputs, output) -> None:
     tensors, options = inputs[:_TENSOR_ARGS], inputs[_TENSOR_ARGS:]
     reverse, chunk_size, dt_softplus, dt_limit, return_final_states, backend = options
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(*tensors)
+    keeps_output = backend in _KEEPS_OUTPUT and tensors[ScanInputs.TENSORS.index('z')] is None
+    ctx.save_for_backward(*tensors, output[0] if keeps_output else None)
     ctx.options = (reverse, chunk_size, dt_softplus, dt_limit, backend)
     ctx.final = return_final_states
 
 
 def _backward(ctx, grads):
-    tensors = ctx.saved_tensors
+    *tensors, y = ctx.saved_tensors
     d_final = grads[1] if ctx.final else None
-    found = iter(_scan_backward_op(grads[0], d_final, *tensors, *ctx.options))
+    found = iter(_scan_backward_op(grads[0], d_final, y, *tensors, *ctx.options))
     return (*(None if t is None else next(found) for t in tensors), *(None, ) * 6)
 
 
@@ -352,8 +399,9 @@ def ssd_scan(
         chunk_size (int): chunk length of the chunked algorithm (the result does not depend on
             it). The torch backend cuts the sequence into ceil(L / chunk_size) chunks of equal
             length (at most chunk_size); 64 is where its CPU time is lowest
-            (``tools/benchmarks/ssd.py --chunk-sweep``). The Triton kernels use the largest
-            power of two in [16, 32] not above it. Defaults to 64.
+            (``tools/benchmarks/ssd.py --chunk-sweep``). Our Triton kernels use the largest
+            power of two in [16, 32] not above it; mamba_ssm's kernels use it as given (its own
+            default is 256). Defaults to 64.
         D (Tensor, optional): (H,) or (H, P) skip term D * x. Defaults to None.
         z (Tensor, optional): (B, L, H, P) gate: y * silu(z). Defaults to None.
         dt_bias (Tensor, optional): (H,) added to dt. Defaults to None.
@@ -365,7 +413,7 @@ def ssd_scan(
         return_final_states (bool): also return the (B, H, P, N) final state (float32; float64
             for float64 x). Defaults to False.
         reverse (bool): scan from the last token to the first. Defaults to False.
-        impl (str, optional): None / 'auto', 'torch' or 'triton' (see
+        impl (str, optional): None / 'auto', 'torch', 'triton' or 'mamba_ssm' (see
             :func:`select_backend`). Defaults to None.
 
     Returns:
@@ -424,7 +472,7 @@ def ssd_scan_directions(
         return_final_states (bool): also return the (K, B, H, P, N) states leaving each
             direction's scan (for a reverse direction, the state after token 0; float32,
             float64 for float64 x). Defaults to False.
-        impl (str, optional): None / 'auto', 'torch' or 'triton' (see
+        impl (str, optional): None / 'auto', 'torch', 'triton' or 'mamba_ssm' (see
             :func:`select_backend`). Defaults to None.
 
     Returns:
