@@ -15,6 +15,7 @@ Strong decay (Mamba-2's |A| in [1, 16], dt' up to 8): the gradients of A, dt and
 gradient was summed over rectangles, up to 2e+2 at dt' = 8).
 """
 import functools
+import math
 import os
 import sys
 
@@ -189,6 +190,31 @@ def test_bidirectional_matches_two_oracle_scans(length, chunk):
     ref_grads = torch.autograd.grad(weighted_sum((r_fwd, r_bwd), weights), ref_leaves)
     for i, (g, r) in enumerate(zip(grads, ref_grads)):
         _assert_close(g, r, TOL[torch.float32], f'grad {i}')
+
+
+@pytest.mark.parametrize('A_dtype', [torch.float16, torch.bfloat16])
+def test_half_precision_A_matches_the_oracle(A_dtype):
+    """A in float16 / bfloat16 (a model cast to half): the scan computes in float32 on A's
+    values, a head with A = -inf forgets at every step, and dA has A's dtype (float16 A raised
+    inside the op: the floor of A, -1e12, is beyond float16's range)."""
+    inputs = cast(make_inputs(length=40, D='H', dt_bias=True, initial_states=True, seed=23),
+                  torch.float32, grad=True)
+    with torch.no_grad():
+        inputs['A'] = inputs['A'].to(A_dtype)
+        inputs['A'][1] = -math.inf
+    inputs['A'].requires_grad_()
+    ref_in = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
+    y, final = ssd_scan(**inputs, chunk_size=16, dt_softplus=True, return_final_states=True,
+                        impl='torch')
+    ref_y, ref_final = ssd_scan_naive(**ref_in, dt_softplus=True, return_final_states=True)
+    _assert_close(y, ref_y, TOL[torch.float32], 'y')
+    _assert_close(final, ref_final, TOL[torch.float32], 'final_states')
+    (y.sum() + final.sum()).backward()
+    (ref_y.sum() + ref_final.sum()).backward()
+    assert inputs['A'].grad.dtype == A_dtype
+    for name in ('x', 'B', 'C', 'D'):
+        _assert_close(inputs[name].grad, ref_in[name].grad, TOL[torch.float32], f'd{name}')
+    _assert_close(inputs['A'].grad[[0, 2, 3]], ref_in['A'].grad[[0, 2, 3]], TOL[A_dtype], 'dA')
 
 
 def test_four_directions_with_states_match_four_oracle_scans():

@@ -245,7 +245,8 @@ MIN_A = -1e12
 
 def _scan_inputs(x, dt, A, B, C, D, z, dt_bias, initial_states, reverse, chunk_size,
                  dt_softplus, dt_limit, return_final_states) -> ScanInputs:
-    A = A.clamp(min=MIN_A)
+    # in at least float32: MIN_A is beyond float16's range
+    A = A.to(torch.promote_types(A.dtype, torch.float32)).clamp(min=MIN_A)
     return ScanInputs(x, dt, A, B, C, D, z, dt_bias, initial_states, tuple(reverse), chunk_size,
                       dt_softplus, (float(dt_limit[0]), float(dt_limit[1])),
                       return_final_states)
@@ -295,12 +296,16 @@ def _scan_backward(dy: Optional[Tensor], d_final: Optional[Tensor], y: Optional[
     kept = {} if y is None else dict(y=y)
     with torch.autocast(device_type=x.device.type, enabled=False):
         grads = _backend(backend).backward(inp, dy, d_final, **kept)
-    # an op's outputs must not share memory, and compiled graphs expect the fake's strides
+    given = [t for t in (x, dt, A, B, C, D, z, dt_bias, initial_states) if t is not None]
+    # each gradient has its input's dtype (A is computed in at least float32), an op's outputs
+    # must not share memory, and compiled graphs expect the fake's strides
     storages = set()
-    for i, g in enumerate(grads):
+    for i, (g, t) in enumerate(zip(grads, given)):
+        g = g.to(t.dtype)
         if g.untyped_storage().data_ptr() in storages or not g.is_contiguous():
-            grads[i] = g = g.clone(memory_format=torch.contiguous_format)
+            g = g.clone(memory_format=torch.contiguous_format)
         storages.add(g.untyped_storage().data_ptr())
+        grads[i] = g
     return grads
 
 
