@@ -162,16 +162,25 @@ def _leaves(inputs, grad: bool, fn: Callable):
             for k, v in inputs.items()}
 
 
+def _output_gradients(out, stacked: bool):
+    """(outputs, their gradients) for the loss y_fwd.sum() + 2 y_bwd.sum(): the gradients as
+    stride-0 expansions (no memory), whether the outputs are a pair or a (2, ...) stack."""
+    weights = torch.tensor([1.0, 2.0], dtype=out[0].dtype, device=out[0].device)
+    if stacked:
+        return [out], [weights.view(2, *(1, ) * (out.dim() - 1)).expand(out.shape)]
+    return list(out), [w.expand(o.shape) for w, o in zip(weights, out)]
+
+
 def call_once(fn: Callable, inputs, device, backward: bool,
               memory: bool = True) -> Tuple[float, float, float]:
     """(wall seconds, process CPU seconds, peak MiB) of fn, plus a backward through every input;
     the MiB are nan without ``memory`` (when freed buffers stay in the process)."""
     args = _leaves(inputs, backward, fn)
     with PeakMemory(device) as mem, Timer(device) as timer, torch.set_grad_enabled(backward):
-        y_fwd, y_bwd = fn(**args)
+        out = fn(**args)
         if backward:
-            (y_fwd.float().sum() + 2 * y_bwd.float().sum()).backward()
-        del y_fwd, y_bwd, args
+            torch.autograd.backward(*_output_gradients(out, getattr(fn, 'stacked', False)))
+        del out, args
     return timer.wall, timer.cpu, mem.mib if memory else float('nan')
 
 

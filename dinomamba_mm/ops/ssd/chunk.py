@@ -10,7 +10,7 @@ sums, the masks, CB, the states entering every chunk (and, with a gate, the gate
 the Triton backend does: they cost ~9 KB a token per direction at DinoVim's sizes
 (H = 8, P = N = Q = 64), more than the inputs themselves.
 """
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -56,6 +56,16 @@ def backward(inp: ScanInputs, dy: Optional[Tensor], d_final: Optional[Tensor]) -
     """Gradients of :meth:`ScanInputs.present` (stacked, in their dtypes) from those of y
     (K, B, L, H, P) and of the final states (K, B, H, P, N), each None where they got none."""
     lay = _layout(inp)
+    grads = _gradients(lay, inp, dy, d_final)
+    # laid out per direction once the intermediates of the backward pass are freed
+    for name in ('B', 'C'):
+        grads[name] = lay.unstack_tokens(grads[name], getattr(inp, name).dtype)
+    return [grads[name] for name in ScanInputs.TENSORS if getattr(inp, name) is not None]
+
+
+def _gradients(lay: stages.ChunkLayout, inp: ScanInputs, dy: Optional[Tensor],
+               d_final: Optional[Tensor]) -> Dict[str, Optional[Tensor]]:
+    """The gradients by input name, those of B and C as the stacked (R, G, Lp, N)."""
     cum, x_dt, decays, B_s, C_s, CB = _recomputed(lay, inp)
     gated = inp.z is not None  # the gate's gradient reads its input y + D x
     y = stages.chunk_scan_diag_fwd(lay, x_dt, CB, cum) if gated else None
@@ -69,9 +79,7 @@ def backward(inp: ScanInputs, dy: Optional[Tensor], d_final: Optional[Tensor]) -
     ddt = lay.zeros(lay.rows, lay.heads, lay.padded)
     dx = stages.dt_scaled_x_bwd(lay, scan.d_x_dt, scan.dy, ddt, cum.dt, inp)
     d_dt, dA, d_bias = stages.dA_cumsum_bwd(lay, scan.ddA, scan.ddA_cumsum, ddt, cum.dt, inp)
-    grads = dict(x=dx, dt=d_dt, A=dA, B=lay.unstack_tokens(scan.dB, inp.B.dtype),
-                 C=lay.unstack_tokens(scan.dC, inp.C.dtype), D=scan.dD, z=scan.dz,
-                 dt_bias=d_bias,
-                 initial_states=None if d_initial is None else d_initial.to(
-                     inp.initial_states.dtype))
-    return [grads[name] for name in ScanInputs.TENSORS if getattr(inp, name) is not None]
+    return dict(x=dx, dt=d_dt, A=dA, B=scan.dB, C=scan.dC, D=scan.dD, z=scan.dz,
+                dt_bias=d_bias,
+                initial_states=None if d_initial is None else d_initial.to(
+                    inp.initial_states.dtype))
