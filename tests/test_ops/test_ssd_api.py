@@ -256,6 +256,20 @@ def test_float64_and_empty_batches_run_on_torch(dtype, batch, impl, mamba_ssm_st
     assert api.select_backend(impl, torch.zeros(2, 2, 3, 2, 2)) == impl
 
 
+def test_triton_refuses_more_than_two_directions(inputs):
+    """Our Triton kernels read two directions at most: K = 3 is an error that says what to do
+    (the torch backend takes any K)."""
+    pytest.importorskip('triton')
+    from dinomamba_mm.ops.ssd import triton_chunk
+    stacked = _stacked(inputs, directions=3)
+    inp = api._scan_inputs(**stacked, reverse=(False, True, False), chunk_size=16,
+                           dt_softplus=True, dt_limit=(0.0, float('inf')),
+                           return_final_states=False)
+    with pytest.raises(ValueError, match=r"impl='triton' scans at most 2 directions at once, got "
+                                         r"K = 3 .*: pass impl='torch'"):
+        triton_chunk._kernel_inputs(inp)
+
+
 def _cuda_tensor(*shape):
     """A CUDA tensor without a GPU (a fake tensor: device, dtype and shape only)."""
     from torch._subclasses.fake_tensor import FakeTensorMode

@@ -7,7 +7,7 @@ flag per direction (a bidirectional vision mixer passes K = 2, its forward and i
 group g = h // (H // G):
 
 1. dt' = dt + dt_bias (if given); softplus if ``dt_softplus``; clamp to ``dt_limit`` unless it is
-   (0, inf).
+   (0, inf) (mamba_ssm's kernels clamp at (0, inf) too: a negative dt' counts as 0 there).
 2. Forward: h_t = exp(dt'_t A_h) h_{t-1} + dt'_t x_t B_t^T (h_t is P x N), h_{-1} =
    initial_states (zeros if None), y_t = h_t C_t + D_h x_t, final_states = h_{L-1}.
    A = -inf is a head that forgets at every step (A below ``MIN_A`` acts as -inf). dt' A > 0 (A
