@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dinomamba_mm.argument_checks import check_int, check_number
-from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_directions
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
 
@@ -85,7 +85,8 @@ class BidirectionalMamba2Mixer(nn.Module):
     in that order. Each direction has its own depthwise conv1d + SiLU over xBC, dt bias, A_log,
     D and gated RMSNorm; the forward conv is causal, the backward one anti-causal in input order
     (equal to a causal conv of the flipped sequence), and the backward scan runs from the last
-    token to the first (``ssd_scan_bidirectional``), so nothing is flipped. Output:
+    token to the first (``ssd_scan_directions`` with both directions stacked), so nothing is
+    flipped. Output:
     ``out_proj((norm(y_fwd, z) + norm_b(y_bwd, z)) / 2)``.
 
     Parameter names follow the Dino-Mamba paper code (``conv1d_b``, ``dt_b_bias``, ``A_log_b``,
@@ -213,15 +214,23 @@ class BidirectionalMamba2Mixer(nn.Module):
                 b.unflatten(-1, (self.ngroups, self.d_state)),
                 c.unflatten(-1, (self.ngroups, self.d_state)))
 
-    def _direction_inputs(self, xbc: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
-        """Forward then backward: x, A, B, C, D, dt_bias of that direction's scan, from
-        in_proj's xbc (B, L, d_inner + 2GN) after that direction's convolution."""
-        inputs = []
-        for backward in (False, True):
-            conv, A, d, dt_bias = self._direction(backward)
-            x, b, c = self._split_xbc(self._conv(xbc, conv, causal=not backward))
-            inputs.append(dict(x=x, A=A, B=b, C=c, D=d, dt_bias=dt_bias))
-        return inputs
+    def _direction_inputs(self, xbc: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """x, A, B, C, D, dt_bias of both directions' scans, stacked along a first dimension
+        of 2 (forward, backward), from in_proj's xbc (B, L, d_inner + 2GN): x, B, C are views of
+        one (2, B, L, d_inner + 2GN) buffer holding both convolutions' outputs."""
+        x, b, c = self._split_xbc(self._conv_both(xbc))
+        A = torch.stack([-torch.exp(a_log.to(torch.promote_types(a_log.dtype, torch.float32)))
+                         for a_log in (self.A_log, self.A_log_b)])
+        return dict(x=x, A=A, B=b, C=c, D=torch.stack([self.D, self.D_b]),
+                    dt_bias=torch.stack([self.dt_bias, self.dt_b_bias]))
+
+    def _conv_both(self, xbc: torch.Tensor) -> torch.Tensor:
+        """Both directions' depthwise conv1d + SiLU, (B, L, C) -> (2, B, L, C): the forward
+        conv causal, the backward one anti-causal."""
+        convs = (self.conv1d, self.conv1d_b)
+        biases = None if self.conv1d.bias is None else torch.stack([c.bias for c in convs])
+        return depthwise_conv_silu(xbc, torch.stack([c.weight[:, 0] for c in convs]), biases,
+                                   causal=(True, False))
 
     def _project(self, u: torch.Tensor):
         """z (B, L, d_inner), xBC (B, L, d_inner + 2GN) and dt (B, L, H) of the mixer input u."""
@@ -244,10 +253,12 @@ class BidirectionalMamba2Mixer(nn.Module):
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
         z, xbc, dt = self._project(u)
-        forward, backward = self._direction_inputs(xbc)
+        stacked = self._direction_inputs(xbc)
         options = dict(dt=dt, dt_softplus=True, dt_limit=self.dt_limit)
-        return dict(forward=dict(forward, **options, reverse=False),
-                    backward=dict(backward, **options, reverse=True), z=z)
+        per_direction = zip(*(t.unbind(0) for t in stacked.values()))
+        forward, backward = (dict(zip(stacked, values), **options, reverse=reverse)
+                             for values, reverse in zip(per_direction, (False, True)))
+        return dict(forward=forward, backward=backward, z=z)
 
     def mixing_matrices(self, u: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward mixing matrices M, each (B, H, L, L) float32, for input u."""
@@ -266,8 +277,9 @@ class BidirectionalMamba2Mixer(nn.Module):
         y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)).div_(2)
         return self.out_proj(y)
 
-    def _scan(self, xbc: torch.Tensor, dt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """y_fwd, y_bwd (B, L, H, P) of both directions' scans of in_proj's xbc and dt.
+    def _scan(self, xbc: torch.Tensor, dt: torch.Tensor) -> torch.Tensor:
+        """y (2, B, L, H, P) of both directions' scans (forward, backward) of in_proj's xbc and
+        dt.
 
         For the backward pass the mixer keeps, besides its input, in_proj's output (z, xbc, dt),
         the scans' outputs (the gated norms' inputs) and out_proj's input: the convolutions keep
@@ -275,23 +287,20 @@ class BidirectionalMamba2Mixer(nn.Module):
         the scan from its inputs, and the convolved x, B, C that the scan keeps are rebuilt from
         xbc when its backward reads them, as mamba_ssm's fused mixer does.
         """
-        fwd, bwd = self._direction_inputs(xbc)
-        with self._rebuilt_when_read(xbc, [fwd['x'], bwd['x']]):
-            return ssd_scan_bidirectional(
-                dt=dt, **{k: (fwd[k], bwd[k]) for k in fwd}, chunk_size=self.chunk_size,
-                dt_softplus=True, dt_limit=self.dt_limit, impl=self.ssd_impl)
+        inputs = self._direction_inputs(xbc)
+        with self._rebuilt_when_read(xbc, inputs['x']):
+            return ssd_scan_directions(
+                dt=dt.expand(2, *dt.shape), **inputs, reverse=(False, True),
+                chunk_size=self.chunk_size, dt_softplus=True, dt_limit=self.dt_limit,
+                impl=self.ssd_impl)
 
-    def _rebuilt_when_read(self, xbc: torch.Tensor, outputs: Sequence[torch.Tensor]):
-        """The context in which autograd keeps recipes for the convolutions' ``outputs`` (forward,
-        backward direction; any view of them) instead of the tensors."""
+    def _rebuilt_when_read(self, xbc: torch.Tensor, conv_output: torch.Tensor):
+        """The context in which autograd keeps a recipe for the convolutions' output (any view
+        of it) instead of the tensor."""
         if not torch.is_grad_enabled() or torch.compiler.is_compiling():
             return contextlib.nullcontext()
-        hooks = _RebuiltWhenRead({
-            out.untyped_storage().data_ptr(): (
-                lambda source, conv=conv, causal=not backward: self._conv(source, conv, causal),
-                xbc)
-            for out, conv, backward in zip(outputs, (self.conv1d, self.conv1d_b),
-                                           (False, True))})
+        hooks = _RebuiltWhenRead(
+            {conv_output.untyped_storage().data_ptr(): (self._conv_both, xbc)})
         return torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack)
 
     def _segments(self, length: int) -> List[Tuple[int, int]]:

@@ -176,14 +176,7 @@ def test_mixer_rejects_bad_sizes(kwargs, error, match):
 def test_mixer_gradients_pass_gradcheck_in_float64(monkeypatch):
     """Finite differences need float64 end to end, so the scan is the float64 oracle here."""
     import dinomamba_mm.models.layers.bidirectional_mamba2 as mixer_module
-    from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
-
-    def scan_both(x, dt, A, B, C, chunk_size, D, dt_bias, dt_softplus, dt_limit, impl):
-        return tuple(
-            ssd_scan_naive(x[i], dt, A[i], B[i], C[i], D=D[i], dt_bias=dt_bias[i],
-                           dt_softplus=dt_softplus, reverse=bool(i)) for i in range(2))
-
-    monkeypatch.setattr(mixer_module, 'ssd_scan_bidirectional', scan_both)
+    monkeypatch.setattr(mixer_module, 'ssd_scan_directions', _oracle_scan_both)
     torch.manual_seed(0)
     mixer = BidirectionalMamba2Mixer(8, d_state=4, headdim=4, chunk_size=4).double()
     u = torch.randn(1, 6, 8, dtype=torch.float64, requires_grad=True)
@@ -199,11 +192,13 @@ def test_the_mixer_refuses_a_dt_range_it_cannot_initialise():
         BidirectionalMamba2Mixer(32, d_state=8, headdim=8, dt_min=0, dt_max=0.1)
 
 
-def _oracle_scan_both(x, dt, A, B, C, chunk_size, D, dt_bias, dt_softplus, dt_limit, impl):
+def _oracle_scan_both(x, dt, A, B, C, reverse, chunk_size, D, dt_bias, dt_softplus, dt_limit,
+                     impl):
+    """``ssd_scan_directions`` as the float64 recurrence, one direction at a time."""
     from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
-    return tuple(
-        ssd_scan_naive(x[i], dt, A[i], B[i], C[i], D=D[i], dt_bias=dt_bias[i],
-                       dt_softplus=dt_softplus, reverse=bool(i)) for i in range(2))
+    return torch.stack([
+        ssd_scan_naive(*args, D=d, dt_bias=bias, dt_softplus=dt_softplus, reverse=rev)
+        for *args, d, bias, rev in zip(x, dt, A, B, C, D, dt_bias, reverse)])
 
 
 def test_backward_keeps_in_proj_output_and_scan_outputs_only(monkeypatch):
@@ -237,13 +232,13 @@ def test_backward_keeps_in_proj_output_and_scan_outputs_only(monkeypatch):
     # u, in_proj's output, y_fwd, y_bwd, out_proj's input and each norm's inverse RMS (float32)
     per_token = 4 * (mixer.embed_dims + mixer.in_proj.out_features + 3 * mixer.d_inner
                      + 2 * mixer.ngroups)
-    taps = 2 * 4 * mixer.d_conv * mixer.conv_dim  # each conv's transposed weight
+    taps = 2 * 4 * (mixer.d_conv + 1) * mixer.conv_dim  # the convs' transposed weights, biases
     assert sum(saved.values()) <= tokens * per_token + taps + 256, sorted(saved.values())
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
     (out * weights).sum().backward()
     assert len(scans) == 1
 
-    monkeypatch.setattr(mixer_module, 'ssd_scan_bidirectional', _oracle_scan_both)
+    monkeypatch.setattr(mixer_module, 'ssd_scan_directions', _oracle_scan_both)
     u_ref = u.detach().double().requires_grad_()
     (reference(u_ref) * weights.double()).sum().backward()
     grads = [('u', u.grad, u_ref.grad)] + [
