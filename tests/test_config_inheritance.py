@@ -222,7 +222,9 @@ def test_child_of_a_dinomamba_config_builds_and_trains(family, synthetic_data, m
     child.write_text(CHILDREN[family].replace('{data}', synthetic_data))
     cfg = Config.fromfile(str(child))
     assert foreign_types_in_our_scope(cfg), 'nothing of the child is built in our scope'
-    cfg.work_dir = str(tmp_path / 'work')
+    train_tool = load_tool('tools/train.py')  # our path: what tools/train.py makes of it
+    cfg = train_tool.merge_args(cfg, train_tool.parse_args(
+        [str(child), '--work-dir', str(tmp_path / 'work')]))
     cfg.log_level = 'WARNING'
     runner = Runner.from_cfg(cfg)
     runner.train()

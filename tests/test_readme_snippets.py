@@ -11,7 +11,7 @@ import sys
 import numpy as np
 from PIL import Image
 
-from dinomamba_mm.engine.optimizers.amp_fallback import has_amp_device
+from dinomamba_mm.engine.safeguards import has_amp_device
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
