@@ -140,16 +140,15 @@ def init_distributed(launcher: str, env_cfg: dict) -> None:
         env_cfg (dict): the config's ``env_cfg`` (``mp_cfg``, ``dist_cfg``).
     """
     import torch.distributed as torch_dist
+    from mmengine.device import get_device
     from mmengine.dist import init_dist, is_distributed
     from mmengine.utils.dl_utils import set_multi_processing
-
-    from dinomamba_mm.engine.safeguards.amp_fallback import has_amp_device
 
     if launcher == 'none' or is_distributed():
         return
     set_multi_processing(**env_cfg.get('mp_cfg', {}), distributed=True)
     dist_cfg = dict(env_cfg.get('dist_cfg', {}))
-    if launcher == 'pytorch' and MMENGINE_CHECKED and not has_amp_device():
+    if launcher == 'pytorch' and MMENGINE_CHECKED and get_device() in ('cpu', 'mps'):
         timeout = dist_cfg.get('timeout')
         kwargs = {} if timeout is None else dict(timeout=datetime.timedelta(seconds=timeout))
         # torchrun sets RANK / WORLD_SIZE / MASTER_ADDR; nccl needs a GPU, gloo does not

@@ -245,12 +245,11 @@ def test_configs_wrap_cpu_models_in_ddp(config, tmp_path):
 @pytest.fixture
 def launch_calls(monkeypatch):
     """What a distributed launch calls, recorded instead of run (torchrun's environment)."""
+    import mmengine.device
     import mmengine.utils.dl_utils
     import torch.multiprocessing
-
-    from dinomamba_mm.engine.safeguards import amp_fallback
     calls = []
-    monkeypatch.setattr(amp_fallback, 'has_amp_device', lambda: False)
+    monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
     monkeypatch.setattr(torch.cuda, 'set_device', lambda *a: calls.append('set_device'))
     monkeypatch.setattr(dist, 'init_process_group',
                         lambda backend, **kwargs: calls.append((backend, kwargs)))

@@ -297,3 +297,36 @@ def test_dinovim_needs_no_compiled_mmcv_op(tmp_path):
     ops do not load): only mmcv.cnn.bricks.transformer's optional import of mmcv.ops fails."""
     shape, finite, ops = run_probe(NO_COMPILED_OPS_PROBE, cwd=str(tmp_path))
     assert shape == [2, 32] and finite and ops == []
+
+
+PACKAGE_MAP_PROBE = r'''
+import json, os.path as osp
+import dinomamba_mm
+from mmengine.config.utils import MODULE2PACKAGE
+from mmengine.utils import get_installed_path, is_installed
+target = MODULE2PACKAGE['dinomamba_mm']
+print('RESULT ' + json.dumps([target, is_installed(target),
+                              get_installed_path(target) == osp.dirname(dinomamba_mm.__file__)]))
+'''
+
+
+def test_our_package_map_entry_resolves_to_this_package(tmp_path):
+    """mmengine 0.10.7 locates a name that is no installed distribution at the folder of the
+    module importlib finds: our entry reaches the package imported, whatever the install
+    (here a checkout on PYTHONPATH while the editable install of another one is in
+    site-packages), with mmengine's own get_installed_path."""
+    assert run_probe(PACKAGE_MAP_PROBE, cwd=str(tmp_path)) == ['dinomamba_mm.registry', True,
+                                                               True]
+
+
+MODELS_ALONE_PROBE = r'''
+import json, sys
+import dinomamba_mm.models  # noqa: F401
+print('RESULT ' + json.dumps(sorted(m for m in sys.modules if m.startswith('dinomamba_mm.engine'))))
+'''
+
+
+def test_the_models_do_not_import_the_engine(tmp_path):
+    """The training safeguards (and the schedules) are the Runner's business: a model never
+    needs them."""
+    assert run_probe(MODELS_ALONE_PROBE, cwd=str(tmp_path)) == []
