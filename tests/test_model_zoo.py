@@ -9,9 +9,8 @@ import urllib.error
 import pytest
 import torch
 import yaml
-from mmengine.runner.checkpoint import CheckpointLoader
 
-from dinomamba_mm.checkpoints import model_zoo
+from dinomamba_mm.checkpoints import model_zoo, read_checkpoint
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 URL = re.compile(r'https?://huggingface\.co/[^\s\'"]+')
@@ -114,7 +113,7 @@ def test_loader_reads_a_file_placed_by_hand_without_network(tmp_path, monkeypatc
     os.makedirs(osp.dirname(model_zoo.cache_path(url)))
     torch.save({'teacher': {'backbone.norm_f.weight': torch.ones(3)}},
                model_zoo.cache_path(url))
-    loaded = CheckpointLoader.load_checkpoint(url, map_location='cpu')
+    loaded = read_checkpoint(url)
     assert torch.equal(loaded['teacher']['backbone.norm_f.weight'], torch.ones(3))
 
 
@@ -127,7 +126,7 @@ def test_failed_download_names_the_url_and_where_to_put_the_file(tmp_path, monke
     monkeypatch.setattr(torch.hub, 'download_url_to_file', unreachable)
     url = model_zoo.PAPER_CHECKPOINTS['dinovim-base']
     with pytest.raises(RuntimeError) as error:
-        CheckpointLoader.load_checkpoint(url)
+        read_checkpoint(url)
     message = str(error.value)
     assert url in message
     assert model_zoo.cache_path(url) in message

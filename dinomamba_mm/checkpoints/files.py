@@ -3,9 +3,10 @@ truncated, corrupt, or not a checkpoint at all).
 
 ``torch.load`` reports an empty file as ``EOFError('')``, a text file as a refused pickle, a
 truncated one as a zip-reader error, and loads a file whose tensor bytes changed on disk without
-a word (it checks no CRC). :func:`load_local`, registered as mmengine's loader of local paths on
-import, names the file and the problem first: every local load (the Runner's ``load_from`` and
-resume, the initializers, the tools) goes through it.
+a word (it checks no CRC). :func:`load_local` names the file and the problem first: our loads
+(the initializers, the tools, :func:`dinomamba_mm.checkpoints.read_checkpoint`) go through it,
+and our tools check the ``load_from`` and resumed files they hand to mmengine's Runner with
+:func:`check_checkpoint_file` and :func:`check_safe_to_unpickle` first.
 """
 import glob
 import os
@@ -18,7 +19,8 @@ from typing import Optional
 
 import torch
 from mmengine.logging import print_log
-from mmengine.runner.checkpoint import CheckpointLoader
+
+from dinomamba_mm.compat import TORCH_LOADS_WEIGHTS_ONLY
 
 _ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format (a zip archive)
 _PICKLE_MAGIC = b'\x80'  # torch's legacy format (a pickle, protocol >= 2)
@@ -135,21 +137,41 @@ def load_local(filename: str, map_location=None, weights_only: Optional[bool] = 
     try:
         return torch.load(filename, map_location=map_location, weights_only=weights_only)
     except pickle.UnpicklingError as error:
-        try:  # torch's public listing of what the safe unpickler refuses in a zip checkpoint
-            refused = torch.serialization.get_unsafe_globals_in_checkpoint(filename)
-        except Exception:  # a legacy-format or damaged file: torch's own error stands
-            refused = []
+        refused = _refused_globals(filename)
         if not refused:
             raise error
-        raise pickle.UnpicklingError(
-            f'{filename} holds references to {", ".join(refused)}, which the safe unpickler '
-            '(torch.load with weights_only=True) refuses: unpickling them would run code from '
-            'the file. Checkpoints written with dinomamba_mm imported hold no such object. If '
-            f'you trust this file, load it with {UNSAFE_LOAD_ENV}=1 set (torch then unpickles '
-            'anything), or convert it once in such a process.') from None
+        raise _unsafe_pickle_error(filename, refused) from None
 
 
-CheckpointLoader.register_scheme(prefixes='', loader=load_local, force=True)
+def _refused_globals(filename: str) -> list:
+    """What the safe unpickler refuses in the zip checkpoint ``filename`` (torch's public
+    listing); empty for a legacy-format or damaged file."""
+    try:
+        return torch.serialization.get_unsafe_globals_in_checkpoint(filename)
+    except Exception:  # a legacy-format or damaged file: torch's own error stands
+        return []
+
+
+def _unsafe_pickle_error(filename: str, refused: list) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(
+        f'{filename} holds references to {", ".join(refused)}, which the safe unpickler '
+        '(torch.load with weights_only=True) refuses: unpickling them would run code from '
+        'the file. Checkpoints written with dinomamba_mm\'s configs hold no such object. If '
+        f'you trust this file, load it with {UNSAFE_LOAD_ENV}=1 set (torch then unpickles '
+        'anything), or convert it once in such a process.')
+
+
+def check_safe_to_unpickle(filename: str) -> None:
+    """Raise :class:`pickle.UnpicklingError` naming the file, what it holds and the opt-in
+    when torch's safe unpickler would refuse the local checkpoint ``filename`` (e.g. one that
+    mmengine's Runner is to load); nothing when unsafe loading was opted into
+    (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``) or torch loads everything by default (< 2.6)."""
+    if not TORCH_LOADS_WEIGHTS_ONLY or \
+            os.environ.get(UNSAFE_LOAD_ENV, '0').lower() in ('1', 'y', 'yes', 'true'):
+        return
+    refused = _refused_globals(osp.expanduser(filename))
+    if refused:
+        raise _unsafe_pickle_error(filename, refused)
 
 
 def check_output_path(output: str, inputs: str) -> None:

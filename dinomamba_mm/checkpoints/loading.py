@@ -2,9 +2,10 @@
 
 mmengine loads ``load_from`` and ``Pretrained`` checkpoints non-strictly: keys that do not match
 and tensors of the wrong shape are only logged, and the model goes on with random weights.
-:func:`load_checkpoint_into` reads the file (:mod:`.files`), finds the module's weights in it
-(:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are finite,
-and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last directly.
+:func:`load_checkpoint_into` reads the file (:func:`read_checkpoint`), finds the module's weights
+in it (:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are
+finite, and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last
+directly, on what the Runner read from the file :func:`resolve_checkpoint` gave it.
 """
 from collections import Counter, OrderedDict
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
@@ -16,11 +17,49 @@ from torch import nn
 
 from dinomamba_mm.finite_checks import non_finite_tensors
 from .backbone_weights import ModuleWeights, find_backbone_weights
-from .files import CheckpointError
+from .files import (CheckpointError, check_checkpoint_file, check_safe_to_unpickle, is_local_path,
+                    load_local)
 from .layout import check_layouts
+from .model_zoo import HUGGINGFACE_PREFIXES, fetch, load_from_huggingface
 
 # Keys listed per kind in an error; the counts are always given in full.
 _SHOWN_KEYS = 10
+
+
+def read_checkpoint(filename: str, map_location='cpu'):
+    """The checkpoint at ``filename``, read by our loaders: a local file checked first
+    (:func:`.files.load_local`), a Hugging Face URL downloaded to its own cache name
+    (:func:`.model_zoo.load_from_huggingface`); other URLs (``https://``, ``open-mmlab://``,
+    ...) by mmengine's ``CheckpointLoader``.
+
+    Args:
+        filename (str): path or URL.
+        map_location (str): as :func:`torch.load`'s. Defaults to 'cpu'.
+    """
+    if is_local_path(filename):
+        return load_local(filename, map_location=map_location)
+    if filename.startswith(HUGGINGFACE_PREFIXES):
+        return load_from_huggingface(filename, map_location=map_location)
+    return CheckpointLoader.load_checkpoint(filename, map_location=map_location)
+
+
+def resolve_checkpoint(filename: str, what: str = 'checkpoint') -> str:
+    """What to hand mmengine's Runner as ``load_from`` for ``filename``: a local file checked
+    (:func:`.files.check_checkpoint_file`, :func:`.files.check_safe_to_unpickle`), a Hugging
+    Face URL replaced by its checked download (:func:`.model_zoo.fetch`: rank 0 first, so call
+    it after the process group started), another URL as it is.
+
+    Args:
+        filename (str): path or URL.
+        what (str): how an error names the file, e.g. ``'--resume checkpoint'``.
+    """
+    if is_local_path(filename):
+        check_checkpoint_file(filename, what)
+        check_safe_to_unpickle(filename)
+        return filename
+    if filename.startswith(HUGGINGFACE_PREFIXES):
+        return fetch(filename)
+    return filename
 
 
 class LoadReport(NamedTuple):
@@ -159,15 +198,15 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
 
     Args:
         module: the module the weights are for.
-        checkpoint: path or URL (mmengine's loaders; local files and the model zoo's checked),
-            or a loaded checkpoint (then ``filename`` names it in errors).
+        checkpoint: path or URL (:func:`read_checkpoint`), or a loaded checkpoint (then
+            ``filename`` names it in errors).
         prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
     name = _name(checkpoint, filename)
     if isinstance(checkpoint, str):
-        checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
+        checkpoint = read_checkpoint(checkpoint, map_location=map_location)
     weights = find_backbone_weights(checkpoint, name, prefix, network)
     check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
     if not allow_non_finite:

@@ -7,10 +7,11 @@ an output folder: ``checkpoint.pth``, the DINO checkpoint (``'student'`` / ``'te
 dicts; main_dino's output), and ``checkpoint.pth.tar``, the linear head that their README
 evaluates with ``eval_linear --evaluate`` (DINO's ``LinearClassifier`` state dict; eval_linear's
 output). Every folder uses the same two names, so mmengine's URL loader, which caches a download
-under the URL's basename, would hand the DinoVim-T file back for DinoVim-B. Importing this module
-registers a loader for Hugging Face URLs that caches each file under a name derived from its path
-in the repository (``Vim_Base_checkpoint.pth``) in torch's hub directory, and that turns a failed
-download into an error saying which URL failed and where to put the file by hand (and, for a
+under the URL's basename, would hand the DinoVim-T file back for DinoVim-B. Our loader of Hugging
+Face URLs (:func:`fetch`, :func:`load_from_huggingface`; our initialisers and tools reach it
+through :func:`dinomamba_mm.checkpoints.read_checkpoint`) caches each file under a name derived
+from its path in the repository (``Vim_Base_checkpoint.pth``) in torch's hub directory, turns a
+failed download into an error saying which URL failed and where to put the file by hand (and, for a
 folder without a linear head, that none was released), and a cached file that is no intact
 checkpoint (an interrupted download, an HTML error page) into an error naming the URL and the file
 to delete.
@@ -25,11 +26,11 @@ from urllib.parse import urlparse
 
 import torch
 from mmengine.dist import barrier, get_dist_info
-from mmengine.runner.checkpoint import CheckpointLoader
 
 from .files import CheckpointError, checkpoint_file_problem, load_local
 
 HUGGINGFACE_REPO = 'https://huggingface.co/TimingYang/Dino-Mamba'
+HUGGINGFACE_PREFIXES = ('https://huggingface.co/', 'http://huggingface.co/')
 #: model name -> folder of the Hugging Face repository
 PAPER_FOLDERS = {
     'dinovim-tiny': 'Vim/Tiny',
@@ -96,20 +97,24 @@ def _download_error(url: str, local: str, error: Exception) -> RuntimeError:
         'loader reads), or set the config\'s checkpoint to a local path.')
 
 
-@CheckpointLoader.register_scheme(
-    prefixes=['https://huggingface.co/', 'http://huggingface.co/'], force=True)
-def load_from_huggingface(filename: str, map_location=None) -> dict:
-    """mmengine checkpoint loader for Hugging Face URLs (rank 0 downloads first)."""
+def fetch(url: str) -> str:
+    """The checked local copy of ``url`` (:func:`download`; rank 0 downloads first)."""
     rank, world_size = get_dist_info()
     if rank == 0:
-        local = download(filename)
+        local = download(url)
     if world_size > 1:
         barrier()
         if rank > 0:
-            local = download(filename)
-    try:  # downloaded files go through the safe unpickler only (no trusted-local fallback)
-        return load_local(local, map_location=map_location, weights_only=True)
-    except CheckpointError:
+            local = download(url)
+    problem = checkpoint_file_problem(local)
+    if problem is not None:
         raise CheckpointError(
-            f'the download of {filename}, cached as {local!r}, {checkpoint_file_problem(local)}. '
-            'Delete that file so that the next run downloads it again') from None
+            f'the download of {url}, cached as {local!r}, {problem}. Delete that file so that '
+            'the next run downloads it again')
+    return local
+
+
+def load_from_huggingface(filename: str, map_location=None) -> dict:
+    """Our loader of Hugging Face URLs (rank 0 downloads first)."""
+    # downloaded files go through the safe unpickler only (no trusted-local fallback)
+    return load_local(fetch(filename), map_location=map_location, weights_only=True)

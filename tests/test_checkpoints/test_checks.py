@@ -11,9 +11,9 @@ import zipfile
 import pytest
 import torch
 from mmengine.registry import DefaultScope
-from mmengine.runner.checkpoint import CheckpointLoader
 
 import dinomamba_mm  # noqa: F401
+from dinomamba_mm.checkpoints import read_checkpoint
 from dinomamba_mm.registry import MODELS
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -156,7 +156,7 @@ def test_a_bad_model_zoo_cache_file_names_the_url_and_the_path(tmp_path, monkeyp
         with open(cached, 'wb') as f:
             f.write(content)
     with pytest.raises(ValueError) as error:
-        CheckpointLoader.load_checkpoint(url, map_location='cpu')
+        read_checkpoint(url)
     message = str(error.value)
     assert url in message and cached in message and 'Delete that file' in message
 
@@ -188,8 +188,8 @@ def test_a_checked_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(zipfile.ZipFile, 'testzip',
                         lambda archive: reads.append(archive.filename) or testzip(archive))
     dinomamba_mm.checkpoints.check_checkpoint_file(path)
-    CheckpointLoader.load_checkpoint(path, map_location='cpu')
+    read_checkpoint(path)
     assert reads == [path]
     record = flip_bytes_in_a_tensor(path)
     with pytest.raises(ValueError, match=f'{record}.*CRC'):
-        CheckpointLoader.load_checkpoint(path, map_location='cpu')
+        read_checkpoint(path)
