@@ -21,6 +21,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import MODELS, init_default_scope
 
+from dinomamba_mm.argument_checks import check_number
 from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.ops.ssd import export_decompositions
 
@@ -41,8 +42,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.shape) <= 0 or args.batch_size <= 0:
         parser.error(f'--shape {args.shape} and --batch-size {args.batch_size} must be positive')
-    if not args.tolerance > 0:
-        parser.error(f'--tolerance must be positive, got {args.tolerance}')
+    try:
+        check_number('--tolerance', args.tolerance, 0, exclusive_minimum=True)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 

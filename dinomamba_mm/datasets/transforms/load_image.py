@@ -6,6 +6,7 @@ from typing import Optional
 from mmcv.transforms import LoadImageFromFile as MMCVLoadImageFromFile
 from mmengine.logging import print_log
 
+from dinomamba_mm.argument_checks import check_bool
 from dinomamba_mm.registry import TRANSFORMS
 
 
@@ -38,6 +39,8 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
     """
 
     def __init__(self, ignore_empty: bool = False, **kwargs) -> None:
+        check_bool('ignore_empty', ignore_empty)
+        check_bool('to_float32', kwargs.get('to_float32', False))
         super().__init__(ignore_empty=False, **kwargs)
         self.skip_unreadable = ignore_empty
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
-from dinomamba_mm.argument_checks import check_choice, is_int
+from dinomamba_mm.argument_checks import check_bool, check_choice, is_int
 from dinomamba_mm.registry import METRICS
 from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
                                      binary_auc_histograms, check_num_thresholds)
@@ -78,6 +78,7 @@ class BinaryAUC(BaseMetric):
         super().__init__(collect_device=collect_device, prefix=prefix)
         check_choice('mode', mode, AUC_MODES)
         check_num_thresholds(num_thresholds)
+        check_bool('pooled', pooled)
         self.background_ids = _as_ids(background_ids, 'background_ids')
         self.ignore_ids = _as_ids(ignore_ids, 'ignore_ids')
         overlap = set(self.background_ids.tolist()) & set(self.ignore_ids.tolist())

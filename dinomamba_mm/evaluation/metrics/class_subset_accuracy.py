@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from mmengine.evaluator import BaseMetric
 
+from dinomamba_mm.argument_checks import check_int, is_int
 from dinomamba_mm.registry import METRICS
 
 _WNID = re.compile(r'^n\d{8}$')
@@ -108,9 +109,11 @@ class ClassSubsetAccuracy(BaseMetric):
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.imagenet_wnids = read_imagenet_wnids(imagenet_wnids)
-        self.topk = (topk, ) if isinstance(topk, int) else tuple(topk)
-        if not self.topk or min(self.topk) < 1:
-            raise ValueError(f'topk must be positive integers, got {topk!r}')
+        self.topk = (topk, ) if is_int(topk) else tuple(topk)
+        if not self.topk:
+            raise ValueError(f'topk must be an int >= 1 or a sequence of them, got {topk!r}')
+        for k in self.topk:
+            check_int('topk', k, 1)
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:

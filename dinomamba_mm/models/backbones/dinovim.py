@@ -12,8 +12,8 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int, check_number,
-                                          is_int)
+from dinomamba_mm.argument_checks import (check_bool, check_choice, check_indices, check_int,
+                                          check_number, is_int)
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
@@ -198,6 +198,9 @@ class DinoVim(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
 
+        for name, flag in (('final_norm', final_norm), ('pad_to_patch', pad_to_patch),
+                           ('norm_eval', norm_eval), ('with_cp', with_cp)):
+            check_bool(name, flag)
         check_choice('out_type', out_type, self.OUT_TYPES)
         check_choice('out_source', out_source, OUT_SOURCES)
         if out_source == 'mixer' and not final_norm:

@@ -6,11 +6,15 @@ import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
-from dinomamba_mm.argument_checks import check_argument, check_indices, is_int
+from dinomamba_mm.argument_checks import check_argument, check_bool, check_indices, is_int
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+
+
+#: the bool arguments of mmpretrain's VisionTransformer
+VIT_FLAGS = ('qkv_bias', 'final_norm', 'with_cls_token', 'pre_norm')
 
 
 @MODELS.register_module()
@@ -60,6 +64,11 @@ class LinearViT(VisionTransformer):
                  attn_drop_rate: float = 0.,
                  pad_to_patch: bool = False,
                  **kwargs) -> None:
+        check_bool('norm_eval', norm_eval)
+        check_bool('pad_to_patch', pad_to_patch)
+        for name in VIT_FLAGS:
+            if name in kwargs:
+                check_bool(name, kwargs[name])
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')

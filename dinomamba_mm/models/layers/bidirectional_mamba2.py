@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.argument_checks import check_int, check_number
+from dinomamba_mm.argument_checks import check_bool, check_int, check_number
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
@@ -159,6 +159,9 @@ class BidirectionalMamba2Mixer(nn.Module):
             raise ValueError(f'A_init_range must satisfy 0 < low <= high, got {A_init_range}')
         check_number('dt_min', dt_min, 0, exclusive_minimum=True)
         check_number('dt_max', dt_max, dt_min)
+        for name, flag in (('bias', bias), ('conv_bias', conv_bias),
+                           ('norm_before_gate', norm_before_gate)):
+            check_bool(name, flag)
         self.embed_dims = embed_dims
         self.d_inner = d_inner
         self.d_state = d_state

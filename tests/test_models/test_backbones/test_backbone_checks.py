@@ -127,12 +127,12 @@ def test_bad_dinovim_arch_fields_are_named(field, value, error, message):
 
 
 @pytest.mark.parametrize('kwargs, error, message', [
-    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf], got 0.0'),
-    (dict(norm_eps=-1e-5), ValueError, 'norm_eps must be a number in (0, inf], got -1e-05'),
+    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf), got 0.0'),
+    (dict(norm_eps=-1e-5), ValueError, 'norm_eps must be a number in (0, inf), got -1e-05'),
     (dict(mixer_cfg=dict(dt_min=0.5, dt_max=0.1)), ValueError,
-     "dt_max must be a number in [0.5, inf], got 0.1"),
+     "dt_max must be a number in [0.5, inf), got 0.1"),
     (dict(mixer_cfg=dict(dt_min=0.)), ValueError,
-     "dt_min must be a number in (0, inf], got 0.0"),
+     "dt_min must be a number in (0, inf), got 0.0"),
 ])
 def test_bad_dinovim_numbers_are_named(kwargs, error, message):
     with pytest.raises(error) as info:
