@@ -72,6 +72,17 @@ def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
     return stripped
 
 
+def check_tensors(state_dict: Mapping, source: str) -> None:
+    """Raise a :class:`CheckpointError` naming the entries of ``state_dict`` that are not
+    tensors (a list or a number among the weights: the loaders would fail on it)."""
+    odd = [f'{key} ({type(value).__name__})' for key, value in state_dict.items()
+           if not torch.is_tensor(value)]
+    if odd:
+        shown = ', '.join(odd[:10]) + (', ...' if len(odd) > 10 else '')
+        raise CheckpointError(f'{source}: {len(odd)} entries are not tensors: [{shown}]; '
+                              'expected a state dict of tensors')
+
+
 def _under(state: Mapping, prefix: str) -> 'OrderedDict[str, torch.Tensor]':
     return OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
 
@@ -113,6 +124,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
         if not state:
             raise CheckpointError(f"{name} has a {network!r} entry without backbone.* keys: "
                                   f'{_keys(entry)}')
+        check_tensors(state, name)
         return _paper_weights(state, network)
     state_dict = checkpoint.get('state_dict', checkpoint)
     if not isinstance(state_dict, Mapping):
@@ -141,6 +153,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
         heads = sorted({k.split('.')[0] + '.' for k in state_dict})
         raise CheckpointError(f'{name} has no key starting with the prefix {prefix!r}; its keys '
                               f'start with {heads[:10]}')
+    check_tensors(state, name)
     module_path = prefix.rstrip('.')
     if is_paper_layout(state):
         return _paper_weights(state, module_path)

@@ -15,7 +15,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from dinomamba_mm.finite_checks import non_finite_tensors
-from .backbone_weights import ModuleWeights, find_backbone_weights
+from .backbone_weights import ModuleWeights, check_tensors, find_backbone_weights
 from .files import CheckpointError
 from .layout import check_layouts
 
@@ -71,6 +71,23 @@ def check_finite(state_dict: Mapping, source: str) -> None:
             'load them anyway')
 
 
+def _dtype_kind(tensor: torch.Tensor) -> str:
+    if tensor.is_floating_point():
+        return 'float'
+    if tensor.is_complex():
+        return 'complex'
+    return 'bool' if tensor.dtype == torch.bool else 'int'
+
+
+def _dtype_mismatches(state_dict: Mapping, expected: Mapping) -> List[str]:
+    """Keys whose checkpoint tensor is of another kind (float, int, bool, complex) than the
+    module's: ``load_state_dict`` would cast it silently (rounded, truncated or the imaginary
+    part dropped). Float -> float casts (a float16 checkpoint) are torch's and stay allowed."""
+    return [f'{key}: {str(value.dtype)[6:]} in the checkpoint, '
+            f'{str(expected[key].dtype)[6:]} in the model' for key, value in state_dict.items()
+            if key in expected and _dtype_kind(value) != _dtype_kind(expected[key])]
+
+
 def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
                             source: str, strict: bool, advice: str = '',
                             allow_non_finite: bool = False) -> LoadReport:
@@ -96,9 +113,17 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
             keys are when a prefix explains them (the module may then be partly loaded); or
             naming the non-finite tensors, before anything is loaded.
     """
+    check_tensors(state_dict, source)
     if not allow_non_finite:
         check_finite(state_dict, source)
-    expected = list(module.state_dict())
+    expected_state = module.state_dict()
+    expected = list(expected_state)
+    other_kinds = _dtype_mismatches(state_dict, expected_state)
+    if other_kinds:
+        raise CheckpointError(
+            f'{source} does not match {type(module).__name__}: {len(other_kinds)} tensors have '
+            f'another kind of dtype: {"; ".join(other_kinds[:_SHOWN_KEYS])} (floating-point, '
+            'integer, bool and complex tensors load only from their own kind)')
     to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
     metadata = getattr(state_dict, '_metadata', None)
     if metadata is not None:

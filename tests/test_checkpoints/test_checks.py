@@ -14,6 +14,7 @@ from mmengine.registry import DefaultScope
 from mmengine.runner.checkpoint import CheckpointLoader
 
 import dinomamba_mm  # noqa: F401
+from dinomamba_mm.checkpoints import load_checkpoint_into, load_state_dict_checked
 from dinomamba_mm.registry import MODELS
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -193,3 +194,37 @@ def test_a_checked_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
     record = flip_bytes_in_a_tensor(path)
     with pytest.raises(ValueError, match=f'{record}.*CRC'):
         CheckpointLoader.load_checkpoint(path, map_location='cpu')
+
+
+def test_entries_that_are_not_tensors_are_named(tmp_path):
+    """A list or a number among the weights crashed inside the loaders
+    (AttributeError: 'list' object has no attribute 'shape')."""
+    weights = MODELS.build(TINY).state_dict()
+    path = str(tmp_path / 'odd.pth')
+    torch.save({'state_dict': {**weights, 'pos_embed': [1., 2.], 'norm_f.weight': 3.}}, path)
+    for load in (lambda: pretrained(path, token_layout='interleaved'),
+                 lambda: load_checkpoint_into(MODELS.build(TINY), path, prefix=None),
+                 lambda: load_state_dict_checked(MODELS.build(TINY), torch.load(path)[
+                     'state_dict'], f'checkpoint {path!r}', strict=True)):
+        with pytest.raises(ValueError) as info:
+            load()
+        assert (f"checkpoint '{path}'" in str(info.value)
+                and '2 entries are not tensors: [pos_embed (list), norm_f.weight (float)]; '
+                'expected a state dict of tensors' in str(info.value))
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.bool, torch.complex64])
+def test_weights_of_another_kind_of_dtype_are_refused(tmp_path, dtype):
+    """An integer, bool or complex tensor for a float parameter was cast silently (rounded
+    values; the imaginary part dropped with a warning)."""
+    weights = MODELS.build(TINY).state_dict()
+    weights['norm_f.weight'] = (weights['norm_f.weight'] * 10).to(dtype)
+    weights['pos_embed'] = weights['pos_embed'].double()  # float -> float: torch casts, fine
+    path = str(tmp_path / 'dtype.pth')
+    torch.save({'state_dict': weights}, path)
+    with pytest.raises(ValueError) as info:
+        load_checkpoint_into(MODELS.build(TINY), path, prefix=None)
+    assert str(info.value) == (
+        f"checkpoint '{path}' does not match DinoVim: 1 tensors have another kind of dtype: "
+        f'norm_f.weight: {str(dtype)[6:]} in the checkpoint, float32 in the model '
+        '(floating-point, integer, bool and complex tensors load only from their own kind)')
