@@ -222,9 +222,10 @@ def _legacy_problem(path: str, size: int) -> Optional[str]:
             offset += 8 + numel * element_sizes[kind]
             if len(count) < 8 or offset > size:
                 return truncated
-            if int.from_bytes(count, 'little') != numel:
-                return (f'is corrupt: its storage {key!r} records {int.from_bytes(count, "little")} '
-                        f'elements where its pickle declares {numel}')
+            recorded = int.from_bytes(count, 'little')
+            if recorded != numel:
+                return (f'is corrupt: its storage {key!r} records {recorded} elements where its '
+                        f'pickle declares {numel}')
     return None
 
 
