@@ -18,6 +18,7 @@ from dinomamba_mm.finite_checks import non_finite_tensors
 from .backbone_weights import ModuleWeights, check_tensors, find_backbone_weights
 from .files import CheckpointError
 from .layout import check_layouts
+from .model_zoo import describe
 
 # Keys listed per kind in an error; the counts are always given in full.
 _SHOWN_KEYS = 10
@@ -171,8 +172,9 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
 
 
 def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
+    """'checkpoint PATH', or 'checkpoint URL (cached as PATH)' for a model-zoo file."""
     filename = checkpoint if isinstance(checkpoint, str) else filename
-    return 'checkpoint' + (f' {filename!r}' if filename else '')
+    return 'checkpoint' + (f' {describe(filename)}' if filename else '')
 
 
 def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],

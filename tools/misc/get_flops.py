@@ -30,6 +30,19 @@ def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
                 flops=counter.get_total_flops() // 2)
 
 
+def without_weight_files(cfg):
+    """``cfg`` with every FrozenBackbone's checkpoint dropped: counts do not depend on the
+    weights, and a frozen backbone refuses to run before its checkpoint is loaded."""
+    if isinstance(cfg, (list, tuple)):
+        return type(cfg)(without_weight_files(item) for item in cfg)
+    if not isinstance(cfg, dict):
+        return cfg
+    cfg = {key: without_weight_files(value) for key, value in cfg.items()}
+    if str(cfg.get('type', '')).endswith('FrozenBackbone'):
+        cfg['checkpoint'] = None
+    return cfg
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs')
     parser.add_argument('config', help='config whose model (or backbone) is counted')
@@ -54,7 +67,7 @@ def main(argv=None) -> dict:
         model_cfg = model_cfg.backbone
         while 'backbone' in model_cfg and 'type' in model_cfg.get('backbone', {}):
             model_cfg = model_cfg.backbone
-    model_cfg = dict(model_cfg)
+    model_cfg = without_weight_files(model_cfg)
     model_cfg.pop('init_cfg', None)
     model = MODELS.build(model_cfg)
     if args.part == 'model':
