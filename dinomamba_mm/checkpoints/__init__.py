@@ -11,14 +11,14 @@ from .backbone_weights import ModuleWeights, find_backbone_weights, strip_module
 from .files import (CheckpointError, check_checkpoint_file, check_output_path,
                     checkpoint_file_problem, find_resumable_checkpoint, load_local)
 from .initializers import CheckedPretrainedInit, PaperCheckpointInit, checked_pretrained_cfg
-from .layout import LAYOUT_META_KEY, check_layouts, model_layouts
+from .layout import GRID_METADATA_KEY, LAYOUT_META_KEY, check_layouts, model_layouts
 from .loading import (check_finite, find_checked, load_checkpoint_into, load_state_dict_checked,
                       prefix_hint)
 from .paper_format import infer_arch, paper_to_ours
 
 __all__ = [
-    'AtomicLocalBackend', 'CheckedPretrainedInit', 'CheckpointError', 'LAYOUT_META_KEY',
-    'ModuleWeights', 'PaperCheckpointInit', 'check_checkpoint_file', 'check_finite',
+    'AtomicLocalBackend', 'CheckedPretrainedInit', 'CheckpointError', 'GRID_METADATA_KEY',
+    'LAYOUT_META_KEY', 'ModuleWeights', 'PaperCheckpointInit', 'check_checkpoint_file', 'check_finite',
     'check_layouts', 'check_output_path', 'checked_pretrained_cfg', 'checkpoint_file_problem',
     'find_backbone_weights', 'find_checked', 'find_resumable_checkpoint', 'infer_arch',
     'load_checkpoint_into', 'load_local', 'load_state_dict_checked', 'model_layouts',

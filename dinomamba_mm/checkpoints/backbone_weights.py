@@ -63,12 +63,14 @@ def _keys(state: Mapping, limit: int = 12) -> str:
 
 def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
     """Keys without a leading ``module.`` (a DDP-wrapped model's), as mmengine's loaders do;
-    torch's ``_metadata`` (module versions) is kept."""
+    torch's ``_metadata`` (module versions, position-embedding grids) is kept, its module paths
+    stripped alike."""
     stripped = OrderedDict((re.sub(r'^module\.', '', key), value)
                            for key, value in state_dict.items())
     metadata = getattr(state_dict, '_metadata', None)
     if metadata is not None:
-        stripped._metadata = metadata
+        stripped._metadata = OrderedDict((re.sub(r'^module(\.|$)', '', path), value)
+                                         for path, value in metadata.items())
     return stripped
 
 
@@ -84,13 +86,23 @@ def check_tensors(state_dict: Mapping, source: str) -> None:
 
 
 def _under(state: Mapping, prefix: str) -> 'OrderedDict[str, torch.Tensor]':
-    return OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
+    """The entries under ``prefix`` ('a.b.'), keyed from there, with their ``_metadata``."""
+    under = OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
+    metadata = getattr(state, '_metadata', None)
+    if metadata is not None and not prefix:
+        under._metadata = OrderedDict(metadata)
+    elif metadata is not None:
+        path = prefix.rstrip('.')
+        under._metadata = OrderedDict(
+            (key[len(path) + 1:] if key != path else '', value)
+            for key, value in metadata.items() if key == path or key.startswith(prefix))
+    return under
 
 
-def _paper_weights(state: Mapping, module_path: str) -> ModuleWeights:
+def _paper_weights(state: Mapping, module_path: str, name: str) -> ModuleWeights:
     """Weights of a DINO reference file or in the paper's key names: 'paper' token layout."""
     state = paper_to_ours(state) if is_paper_layout(state) else OrderedDict(state)
-    layouts = {module_path: paper_layout(state)} if 'pos_embed' in state else {}
+    layouts = {module_path: paper_layout(state, name)} if 'pos_embed' in state else {}
     return ModuleWeights(state, module_path, layouts)
 
 
@@ -125,7 +137,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
             raise CheckpointError(f"{name} has a {network!r} entry without backbone.* keys: "
                                   f'{_keys(entry)}')
         check_tensors(state, name)
-        return _paper_weights(state, network)
+        return _paper_weights(state, network, name)
     state_dict = checkpoint.get('state_dict', checkpoint)
     if not isinstance(state_dict, Mapping):
         raise CheckpointError(f'{name} has no state dict; its top-level keys are '
@@ -156,7 +168,7 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
     check_tensors(state, name)
     module_path = prefix.rstrip('.')
     if is_paper_layout(state):
-        return _paper_weights(state, module_path)
+        return _paper_weights(state, module_path, name)
     meta = checkpoint.get('meta')
     layouts = meta.get(LAYOUT_META_KEY) if isinstance(meta, Mapping) else None
     return ModuleWeights(state, module_path, dict(layouts or {}))

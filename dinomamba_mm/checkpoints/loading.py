@@ -17,7 +17,7 @@ from torch import nn
 from dinomamba_mm.finite_checks import non_finite_tensors
 from .backbone_weights import ModuleWeights, check_tensors, find_backbone_weights
 from .files import CheckpointError
-from .layout import check_layouts
+from .layout import check_layouts, hand_recorded_grids
 from .model_zoo import describe
 
 # Keys listed per kind in an error; the counts are always given in full.
@@ -197,6 +197,7 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
         checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
     weights = find_backbone_weights(checkpoint, name, prefix, network)
     check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
+    hand_recorded_grids(module, weights.state_dict, weights.layouts, weights.module_path)
     if not allow_non_finite:
         check_finite(weights.state_dict, name)
     return weights

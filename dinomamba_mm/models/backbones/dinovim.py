@@ -14,9 +14,10 @@ from torch.utils.checkpoint import checkpoint
 
 from dinomamba_mm.argument_checks import (check_bool, check_choice, check_indices, check_int,
                                           check_number, is_int)
-from dinomamba_mm.checkpoints import checked_pretrained_cfg
+from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
+from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
@@ -247,6 +248,7 @@ class DinoVim(BaseModule):
         self.pos_embed = nn.Parameter(
             torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
         self._register_load_state_dict_pre_hook(self._resize_loaded_pos_embed)
+        self._register_state_dict_hook(record_pos_embed_grid)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         self.mixer_cfg = self._mixer_kwargs(mixer_cfg)
@@ -329,25 +331,33 @@ class DinoVim(BaseModule):
         """(1, E, C): the class token or the registers."""
         return self.register_tokens if self.num_registers else self.cls_token
 
-    def _resize_loaded_pos_embed(self, state_dict, prefix, *args, **kwargs) -> None:
+    def _resize_loaded_pos_embed(self, state_dict, prefix, local_metadata=None, *args,
+                                 **kwargs) -> None:
+        """Load-state-dict pre-hook: resample a table of another patch grid (the recorded one:
+        :func:`loaded_pos_embed_grid`) to this model's."""
         name = prefix + 'pos_embed'
-        if name not in state_dict or state_dict[name].shape == self.pos_embed.shape:
+        if name not in state_dict:
             return
         loaded = state_dict[name]
-        side = math.isqrt(loaded.shape[1] - self.num_extra_tokens)
-        if loaded.dim() != 3 or side * side != loaded.shape[1] - self.num_extra_tokens:
-            raise ValueError(f'{name} of shape {tuple(loaded.shape)} is not (1, '
-                             f'{self.num_extra_tokens} + n*n, C) and cannot be resized to '
-                             f'{tuple(self.pos_embed.shape)}')
-        state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
+        recorded = GRID_METADATA_KEY in (local_metadata or {})
+        if not recorded and tuple(loaded.shape) == tuple(self.pos_embed.shape):
+            return
+        grid = loaded_pos_embed_grid(loaded, self.num_extra_tokens, local_metadata, name)
+        if grid == tuple(self.patch_resolution):
+            return
+        state_dict[name] = resize_pos_embed(loaded, grid, self.patch_resolution,
                                             self.num_extra_tokens, self.interpolate_mode,
                                             self.resize_convention)
-        grid = 'x'.join(map(str, self.patch_resolution))
-        print_log(f'{name}: the loaded table is for a {side}x{side} patch grid, this '
-                  f'{type(self).__name__} stores {grid}: resampled to {grid} now '
+        source = 'x'.join(map(str, grid))
+        target = 'x'.join(map(str, self.patch_resolution))
+        img_size = grid[0] * self.patch_size if grid[0] == grid[1] else tuple(
+            side * self.patch_size for side in grid)
+        print_log(f'{name}: the loaded table is for a {source} patch grid'
+                  f'{"" if recorded else " (none recorded: taken as square)"}, this '
+                  f'{type(self).__name__} stores {target}: resampled to {target} now '
                   f'({self.interpolate_mode}, {self.resize_convention!r} convention) and again '
                   'to each input grid, which differs from resampling the checkpoint\'s table '
-                  f'once per input (build with img_size={side * self.patch_size} for that)',
+                  f'once per input (build with img_size={img_size} for that)',
                   logger='current', level=logging.WARNING)
 
     # ------------------------------------------------------------------------------ freezing

@@ -7,9 +7,10 @@ import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
 from dinomamba_mm.argument_checks import check_argument, check_bool, check_indices, is_int
-from dinomamba_mm.checkpoints import checked_pretrained_cfg
+from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import LinearMultiheadAttention
+from ..layers import LinearMultiheadAttention, resize_pos_embed
+from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
 from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
 
 
@@ -92,6 +93,7 @@ class LinearViT(VisionTransformer):
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
                          in_channels=in_channels, out_indices=out_indices,
                          drop_rate=drop_rate, drop_path_rate=drop_path_rate, **kwargs)
+        self._register_state_dict_hook(record_pos_embed_grid)
         self.norm_eval = norm_eval
         self.pad_to_patch = pad_to_patch
         self.patch_size = patch_size
@@ -125,6 +127,24 @@ class LinearViT(VisionTransformer):
                 dropout_layer=dict(type='DropPath', drop_prob=cfg['drop_path_rate']),
                 qkv_bias=cfg['qkv_bias'],
                 layer_scale_init_value=cfg['layer_scale_init_value'])
+
+    def _prepare_pos_embed(self, state_dict, prefix, local_metadata=None, *args,
+                           **kwargs) -> None:
+        """ViT's load-state-dict pre-hook with the table's recorded grid
+        (:func:`loaded_pos_embed_grid`): ViT's takes the square root of its rows as the side."""
+        name = prefix + 'pos_embed'
+        if name not in state_dict:
+            return
+        if not self.with_cls_token and state_dict[name].shape[1] == self.pos_embed.shape[1] + 1:
+            state_dict[name] = state_dict[name][:, 1:]  # as ViT: a class token it does not use
+        loaded = state_dict[name]
+        if GRID_METADATA_KEY not in (local_metadata or {}) and \
+                tuple(loaded.shape) == tuple(self.pos_embed.shape):
+            return
+        grid = loaded_pos_embed_grid(loaded, self.num_extra_tokens, local_metadata, name)
+        if grid != tuple(self.patch_resolution):
+            state_dict[name] = resize_pos_embed(loaded, grid, self.patch_resolution,
+                                                self.num_extra_tokens, self.interpolate_mode)
 
     def train(self, mode: bool = True) -> 'LinearViT':
         super().train(mode)
