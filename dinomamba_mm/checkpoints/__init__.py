@@ -18,8 +18,8 @@ from .paper_format import infer_arch, paper_to_ours
 
 __all__ = [
     'AtomicLocalBackend', 'CheckedPretrainedInit', 'CheckpointError', 'GRID_METADATA_KEY',
-    'LAYOUT_META_KEY', 'ModuleWeights', 'PaperCheckpointInit', 'check_checkpoint_file', 'check_finite',
-    'check_layouts', 'check_output_path', 'checked_pretrained_cfg', 'checkpoint_file_problem',
+    'LAYOUT_META_KEY', 'ModuleWeights', 'PaperCheckpointInit', 'check_checkpoint_file',
+    'check_finite', 'check_layouts', 'check_output_path', 'checked_pretrained_cfg', 'checkpoint_file_problem',
     'find_backbone_weights', 'find_checked', 'find_resumable_checkpoint', 'infer_arch',
     'load_checkpoint_into', 'load_local', 'load_state_dict_checked', 'model_layouts',
     'paper_to_ours', 'prefix_hint', 'strip_module_prefix'
