@@ -68,6 +68,8 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
         class_indices: the S columns of ``scores`` that form the subset, in label order.
         topk: the k values.
     """
+    if not len(labels):
+        raise ValueError('no samples to score: the test set is empty')
     if scores.dim() != 2 or labels.shape != scores.shape[:1]:
         raise ValueError(f'scores must be (N, K) and labels (N,), got '
                          f'{tuple(scores.shape)} and {tuple(labels.shape)}')
@@ -82,7 +84,8 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
     subset_scores = scores[:, index]
     ranked = subset_scores.topk(max(topk), dim=1).indices
     hits = ranked == labels[:, None]
-    return [100.0 * hits[:, :k].any(dim=1).float().mean().item() for k in topk]
+    # counted exactly: a float32 mean of the hits is off in the 8th digit
+    return [100.0 * int(hits[:, :k].any(dim=1).sum()) / len(labels) for k in topk]
 
 
 @METRICS.register_module()
@@ -129,6 +132,9 @@ class ClassSubsetAccuracy(BaseMetric):
         if not subset_wnids:
             raise ValueError('dataset_meta has no classes: the test dataset '
                              'must be a folder-per-wnid dataset')
+        if not results:
+            raise ValueError('ClassSubsetAccuracy got no samples to score: the test set is '
+                             'empty')
         indices = subset_class_indices(subset_wnids, self.imagenet_wnids)
         scores = torch.stack([s for s, _ in results])
         labels = torch.tensor([label for _, label in results])
