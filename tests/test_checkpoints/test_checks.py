@@ -130,6 +130,30 @@ def test_tools_refuse_to_overwrite_their_input(tmp_path, tool, extra):
     assert open(src, 'rb').read() == before
 
 
+@pytest.mark.parametrize('tool', ['tools/misc/extract_dino_teacher.py',
+                                  'tools/model_converters/dinomamba_to_mmpretrain.py'])
+def test_a_conversion_failing_as_it_writes_keeps_the_earlier_output(tmp_path, monkeypatch,
+                                                                   tool):
+    """The disk fills up while the output is written: the earlier file of that name stays,
+    and no partial file is left."""
+    src = str(tmp_path / 'checkpoint.pth')
+    if 'extract' in tool:
+        dino_checkpoint(src)
+    else:
+        torch.save(paper_dino_checkpoint(paper_backbone(0), paper_backbone(1)), src)
+    out = tmp_path / 'out.pth'
+    out.write_bytes(b'an earlier good conversion')
+
+    def disk_full(fd):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(os, 'fsync', disk_full)
+    with pytest.raises(OSError, match='No space left'):
+        load_tool(tool).main([src, str(out)])
+    assert out.read_bytes() == b'an earlier good conversion'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.pth', 'out.pth']
+
+
 def test_the_converter_points_mmengine_checkpoints_to_the_extractor(tmp_path):
     src = dino_checkpoint(tmp_path / 'epoch_100.pth')
     converter = load_tool('tools/model_converters/dinomamba_to_mmpretrain.py')
