@@ -127,6 +127,8 @@ def test_a_good_coco_file_loads(tmp_path):
 
 @pytest.mark.parametrize('content, problem', [
     ('{"images": [', 'is not valid JSON: Expecting value: line 1 column 13 (char 12)'),
+    ('', "is empty: a COCO instances file is a JSON object with 'images', 'annotations' and "
+         "'categories'"),
     ('[1, 2]', 'is not a COCO file: annotation file format <class \'list\'> not supported'),
     (json.dumps({k: v for k, v in COCO_OK.items() if k != 'categories'}),
      "has no 'categories' key; a COCO instances file holds 'images', 'annotations' and "

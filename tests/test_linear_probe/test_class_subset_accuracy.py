@@ -87,3 +87,14 @@ def test_accuracy_is_the_exact_fraction():
     from dinomamba_mm.evaluation.metrics.class_subset_accuracy import subset_topk_accuracy
     scores = torch.tensor([[0., 1.], [1., 0.], [1., 0.]])
     assert subset_topk_accuracy(scores, torch.tensor([1, 1, 1]), [0, 1]) == [100 * 1 / 3]
+
+
+def test_an_empty_class_order_is_named(tmp_path):
+    """'gave 0 entries with non-wnid names []' said nothing of what was wrong."""
+    from dinomamba_mm.evaluation.metrics.class_subset_accuracy import read_imagenet_wnids
+    with pytest.raises(ValueError, match=f"imagenet_wnids '{tmp_path}' is a directory without "
+                                         'class folders; expected'):
+        read_imagenet_wnids(str(tmp_path))
+    (tmp_path / 'synsets.txt').write_text('')
+    with pytest.raises(ValueError, match='is an empty file; expected'):
+        read_imagenet_wnids(str(tmp_path / 'synsets.txt'))

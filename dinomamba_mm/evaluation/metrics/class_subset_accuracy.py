@@ -35,8 +35,13 @@ def read_imagenet_wnids(source: str) -> List[str]:
     else:
         raise ValueError(f'imagenet_wnids {source!r} is neither a directory of '
                          'class folders nor a text file of wnids')
+    if not wnids:
+        raise ValueError(f'imagenet_wnids {source!r} is ' + (
+            'a directory without class folders' if osp.isdir(source) else 'an empty file')
+            + "; expected ImageNet's train/ folder (one folder per wnid) or a file of wnids in "
+            'class order (LOC_synset_mapping.txt)')
     bad = [w for w in wnids if not _WNID.match(w)][:5]
-    if not wnids or bad:
+    if bad:
         raise ValueError(f'imagenet_wnids {source!r} gave {len(wnids)} entries '
                          f'with non-wnid names {bad}; expected names like '
                          "'n01440764'")

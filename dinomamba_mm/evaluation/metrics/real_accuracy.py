@@ -74,7 +74,14 @@ class ReaLAccuracy(BaseMetric):
             raise ValueError(f'real_json {real_json!r} is not a file; expected '
                              'the path of ImageNet-ReaL real.json')
         with open(real_json) as f:
-            self.real_labels: List[List[int]] = json.load(f)
+            text = f.read()
+        try:
+            self.real_labels: List[List[int]] = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f'real_json {real_json!r} is '
+                             + ('empty' if not text.strip() else f'not valid JSON ({error})')
+                             + '; expected ImageNet-ReaL\'s real.json, a list of label lists '
+                             '(one per val image)') from error
         if not isinstance(self.real_labels, list):
             raise ValueError(f'real_json {real_json!r} holds a '
                              f'{type(self.real_labels).__name__}; expected a '
