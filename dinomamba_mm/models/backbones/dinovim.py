@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import inspect
 import logging
 import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -16,30 +17,15 @@ from dinomamba_mm.argument_checks import (check_bool, check_choice, check_indice
                                           check_number, is_int)
 from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
+from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
 from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from .backbone_checks import (available_memory, check_arch_fields, check_backbone_args,
+                              check_image_input, check_parameter_memory)
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
-
-
-def available_memory(device: torch.device) -> Optional[int]:
-    """Bytes a new tensor can still take on ``device``: free GPU memory plus what PyTorch's
-    cache holds unused; on the CPU, Linux's MemAvailable. None where it cannot be told."""
-    if device.type == 'cuda':
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if device.type != 'cpu':
-        return None
-    try:
-        with open('/proc/meminfo') as meminfo:
-            line = next(line for line in meminfo if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration):
-        return None
-    return int(line.split()[1]) * 1024
 
 
 def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int, ...]],
@@ -212,6 +198,8 @@ class DinoVim(BaseModule):
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             self.num_layers, frozen_stages, interpolate_mode)
         check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
+        check_parameter_memory(type(self).__name__, self.arch_settings,
+                               self._least_parameters(img_size, patch_size, in_channels))
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -287,11 +275,31 @@ class DinoVim(BaseModule):
         check_arch_fields(arch, list(arch))
         return arch
 
+    def _least_parameters(self, img_size, patch_size: int, in_channels: int) -> int:
+        """A lower bound of the parameter count: each block's in_proj, convolutions and
+        out_proj, the patch embedding and the position embedding."""
+        arch = self.arch_settings
+        dims = arch['embed_dims']
+        inner = arch['expand'] * dims
+        conv = inner + 2 * arch['ngroups'] * arch['d_state']
+        block = dims * (inner + conv + inner // arch['headdim']) + 2 * conv * arch['d_conv'] + \
+            inner * dims
+        height, width = (img_size, img_size) if is_int(img_size) else img_size
+        patches = (height // patch_size) * (width // patch_size)
+        return arch['num_layers'] * block + dims * (in_channels * patch_size**2 + patches)
+
     def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
         mixer_cfg = dict(mixer_cfg or {})
         clash = sorted(set(mixer_cfg) & set(self.arch_settings))
         if clash:
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
+        allowed = [name for name in inspect.signature(BidirectionalMamba2Mixer).parameters
+                   if name != 'embed_dims' and name not in self.arch_settings]
+        unknown = sorted(set(mixer_cfg) - set(allowed))
+        if unknown:
+            arch_keys = sorted(set(self.arch_settings) - {'embed_dims', 'num_layers'})
+            raise ValueError(f'mixer_cfg has unknown keys {unknown}; allowed: {allowed} (the '
+                             f'mixer settings {arch_keys} go in arch)')
         settings = {k: v for k, v in self.arch_settings.items()
                     if k not in ('embed_dims', 'num_layers')}
         return {**settings, **mixer_cfg}
@@ -426,8 +434,9 @@ class DinoVim(BaseModule):
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
         batch = inputs.shape[0]
-        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
+        projection = self.patch_embed.projection
+        check_image_input(inputs, projection.in_channels, self.patch_size, self.pad_to_patch,
+                          projection.weight.dtype)
         patches, hw = self.patch_embed(inputs)
         pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
                                self.num_extra_tokens, self.interpolate_mode,

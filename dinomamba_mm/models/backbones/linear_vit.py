@@ -11,9 +11,12 @@ from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention, resize_pos_embed
 from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+                              check_parameter_memory)
 
 
+#: the keys of a custom arch dict mmpretrain's VisionTransformer reads (it ignores others)
+VIT_ARCH_KEYS = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
 #: the bool arguments of mmpretrain's VisionTransformer
 VIT_FLAGS = ('qkv_bias', 'final_norm', 'with_cls_token', 'pre_norm')
 
@@ -74,8 +77,11 @@ class LinearViT(VisionTransformer):
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')
         if isinstance(arch, dict):
-            check_arch_fields(arch, ('embed_dims', 'num_layers', 'num_heads',
-                                     'feedforward_channels'))
+            unknown = sorted(set(arch) - set(VIT_ARCH_KEYS))
+            if unknown:
+                raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
+                                 f'{list(VIT_ARCH_KEYS)}')
+            check_arch_fields(arch, VIT_ARCH_KEYS)
             if {'embed_dims', 'num_heads'} <= set(arch):  # else ViT names the missing key
                 dims = arch['embed_dims']
                 check_argument("arch['num_heads']", arch['num_heads'],
@@ -89,6 +95,14 @@ class LinearViT(VisionTransformer):
                             kwargs.get('interpolate_mode', 'bicubic'), ('bilinear', 'bicubic'))
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
+        if isinstance(settings, dict) and set(VIT_ARCH_KEYS) <= set(settings):
+            dims, ffn = settings['embed_dims'], settings['feedforward_channels']
+            height, width = (img_size, img_size) if is_int(img_size) else img_size
+            patches = (height // patch_size) * (width // patch_size)
+            # a lower bound: each layer's qkv, projection and feed-forward weights, the patch
+            # and position embeddings
+            check_parameter_memory(type(self).__name__, settings, num_layers * (
+                4 * dims * dims + 2 * dims * ffn) + dims * (in_channels * patch_size**2 + patches))
         kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
                          in_channels=in_channels, out_indices=out_indices,
@@ -163,8 +177,9 @@ class LinearViT(VisionTransformer):
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, C, H, W) -> ViT's outputs (see ``out_type``); B may be 0."""
-        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
+        projection = self.patch_embed.projection
+        check_image_input(inputs, projection.in_channels, self.patch_size, self.pad_to_patch,
+                          projection.weight.dtype)
         return super().forward(inputs)
 
     def _format_output(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
