@@ -281,6 +281,8 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
         FileNotFoundError: no such file.
         CheckpointError: empty, truncated, corrupt or not a checkpoint, saying which.
     """
+    if isinstance(filename, os.PathLike):
+        filename = os.fspath(filename)
     if not isinstance(filename, str) or not is_local_path(filename):
         return
     problem = checkpoint_file_problem(filename)

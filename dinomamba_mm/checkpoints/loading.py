@@ -6,6 +6,7 @@ and tensors of the wrong shape are only logged, and the model goes on with rando
 (:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are finite,
 and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last directly.
 """
+import os
 from collections import Counter, OrderedDict
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
 
@@ -171,6 +172,16 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
                           + (f'. {advice}' if advice else ''))
 
 
+def _path_or_checkpoint(checkpoint) -> Union[str, Mapping]:
+    """A path (``os.PathLike`` as str) or URL, or a loaded checkpoint; anything else refused."""
+    if isinstance(checkpoint, os.PathLike):
+        return os.fspath(checkpoint)
+    if not isinstance(checkpoint, (str, Mapping)):
+        raise TypeError('checkpoint must be a path or URL (str or os.PathLike) or a loaded '
+                        f'checkpoint (a dict), got {checkpoint!r}')
+    return checkpoint
+
+
 def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
     """'checkpoint PATH', or 'checkpoint URL (cached as PATH)' for a model-zoo file."""
     filename = checkpoint if isinstance(checkpoint, str) else filename
@@ -192,6 +203,7 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     name = _name(checkpoint, filename)
     if isinstance(checkpoint, str):
         checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
@@ -214,6 +226,7 @@ def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
     Returns:
         the weights loaded, and where they were found.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,
                            filename)
     name = _name(checkpoint, filename)

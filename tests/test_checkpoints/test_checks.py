@@ -252,3 +252,17 @@ def test_weights_of_another_kind_of_dtype_are_refused(tmp_path, dtype):
         f"checkpoint '{path}' does not match DinoVim: 1 tensors have another kind of dtype: "
         f'norm_f.weight: {str(dtype)[6:]} in the checkpoint, float32 in the model '
         '(floating-point, integer, bool and complex tensors load only from their own kind)')
+
+
+def test_a_checkpoint_given_as_a_path_object_or_as_something_else(tmp_path):
+    """A pathlib.Path was taken for a loaded checkpoint ('checkpoint holds a PosixPath,
+    expected a dict'); None or a number said the same."""
+    import pathlib
+    path = dino_checkpoint(tmp_path / 'dino.pth')
+    model = MODELS.build(dict(TINY, token_layout='interleaved'))
+    assert load_checkpoint_into(model, pathlib.Path(path)).module_path == 'teacher.backbone'
+    for bad in (None, 3):
+        with pytest.raises(TypeError) as info:
+            load_checkpoint_into(model, bad)
+        assert str(info.value) == ('checkpoint must be a path or URL (str or os.PathLike) or a '
+                                   f'loaded checkpoint (a dict), got {bad!r}')

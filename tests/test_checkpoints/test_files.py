@@ -67,6 +67,8 @@ def test_a_missing_file_is_file_not_found(tmp_path):
     missing = str(tmp_path / 'nope.pth')
     with pytest.raises(FileNotFoundError, match=f"^checkpoint '{missing}' does not exist$"):
         check_checkpoint_file(missing)
+    with pytest.raises(FileNotFoundError, match=f"^checkpoint '{missing}' does not exist$"):
+        check_checkpoint_file(tmp_path / 'nope.pth')  # a pathlib.Path went unchecked
     assert checkpoint_file_problem(str(tmp_path)) == 'is not a file'
 
 
