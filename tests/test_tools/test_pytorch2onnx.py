@@ -98,3 +98,10 @@ def test_a_failed_export_leaves_the_earlier_file(tmp_path, monkeypatch, failure)
                            *NO_BACKBONE_FILE])
     assert output.read_bytes() == b'an earlier good export'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['model.onnx']
+
+
+def test_an_infinite_tolerance_is_refused(capsys):
+    """--tolerance inf accepted any output."""
+    with pytest.raises(SystemExit):
+        pytorch2onnx.parse_args([CONFIG, '--tolerance', 'inf'])
+    assert '--tolerance must be a number in (0, inf), got inf' in capsys.readouterr().err
