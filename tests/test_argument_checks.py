@@ -216,3 +216,51 @@ def test_dino_num_teacher_crops_is_checked():
         DINO(backbone=dict(type='dinomamba_mm.DinoVim'), neck=dict(), head=dict(),
              num_teacher_crops=True)
     assert str(info.value) == 'num_teacher_crops must be an int >= 1, got True'
+
+
+def test_arguments_of_the_wrong_type_are_named_before_they_are_used(tmp_path):
+    """Each of these failed later, inside another library, naming none of our arguments (a
+    None path: 'stat: path should be string ... not NoneType'; an int prefix: "'int' object
+    has no attribute 'endswith'"; an unknown resize mode: NotImplementedError from
+    F.interpolate), or, for a FrozenBackbone's checkpoint, only at init_weights."""
+    import torch
+
+    from dinomamba_mm.checkpoints import find_backbone_weights
+    from dinomamba_mm.evaluation.metrics import ClassSubsetAccuracy, ReaLAccuracy
+    from dinomamba_mm.models.backbones import FrozenBackbone
+    from dinomamba_mm.models.layers import resize_pos_embed
+    cases = [
+        (lambda: ClassSubsetAccuracy(imagenet_wnids=None), TypeError,
+         'imagenet_wnids must be a path (str), got None'),
+        (lambda: ReaLAccuracy(real_json=None), TypeError,
+         'real_json must be a path (str), got None'),
+        (lambda: find_backbone_weights({'state_dict': {}}, 'c', prefix=3), TypeError,
+         "prefix must be 'auto', None or a key prefix (str), got 3"),
+        (lambda: FrozenBackbone(dict(type='dinomamba_mm.DinoVim'), checkpoint=3), TypeError,
+         'checkpoint must be None or a path or URL (str or os.PathLike), got 3'),
+        (lambda: FrozenBackbone(dict(type='dinomamba_mm.DinoVim'), prefix=3), TypeError,
+         "prefix must be None, 'auto' or a key prefix (str), got 3"),
+        (lambda: resize_pos_embed(torch.zeros(1, 5, 2), (2, 2), (3, 3), 1, mode='cubic'),
+         ValueError, "mode must be one of ('nearest', 'bilinear', 'bicubic', 'area', "
+         "'nearest-exact'), got 'cubic'"),
+    ]
+    for build, error, message in cases:
+        with pytest.raises(error) as info:
+            build()
+        assert str(info.value) == message
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(imdecode_backend='opencv'), "imdecode_backend must be one of ('cv2', 'turbojpeg', "
+     "'pillow', 'tifffile'), got 'opencv'"),
+    (dict(color_type='rgb'), "color_type must be one of ("),
+    (dict(imdecode_backend='turbojpeg'), "imdecode_backend='turbojpeg' needs the python "
+     'package PyTurboJPEG, which is not installed: pip install PyTurboJPEG, or use cv2'),
+])
+def test_the_image_loader_checks_its_backend_when_built(kwargs, message):
+    """An unknown or missing decoding backend, an unknown color_type: every image was then
+    reported as a file whose bytes 'do not decode'."""
+    from dinomamba_mm.datasets.transforms import LoadImageFromFile
+    with pytest.raises(ValueError) as info:
+        LoadImageFromFile(**kwargs)
+    assert str(info.value).startswith(message)

@@ -125,6 +125,8 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
     """
     if network not in NETWORKS:
         raise ValueError(f'network must be one of {NETWORKS}, got {network!r}')
+    if prefix is not None and not isinstance(prefix, str):
+        raise TypeError(f"prefix must be 'auto', None or a key prefix (str), got {prefix!r}")
     if not isinstance(checkpoint, Mapping):
         raise CheckpointError(f'{name} holds a {type(checkpoint).__name__}, expected a dict')
     if any(isinstance(checkpoint.get(n), Mapping) for n in NETWORKS):

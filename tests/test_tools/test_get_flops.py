@@ -30,3 +30,12 @@ def test_a_whole_probe_is_counted_without_its_teacher_file(capsys):
     whole = get_flops.main([config, '--part', 'model', '--shape', '32'])
     backbone = get_flops.main([config, '--part', 'backbone', '--shape', '32'])
     assert whole['flops'] > backbone['flops'] and whole['params'] > backbone['params']
+
+
+def test_a_shape_of_zero_is_refused(capsys):
+    """--shape 0 failed inside the patch embedding's convolution."""
+    import pytest
+    config = osp.join(ROOT, 'configs', 'demo', 'dino_dinovim-demo_synthetic.py')
+    with pytest.raises(SystemExit):
+        get_flops.main([config, '--shape', '0'])
+    assert '--shape must be an int >= 1, got 0' in capsys.readouterr().err

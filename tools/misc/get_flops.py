@@ -18,6 +18,8 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import MODELS, init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
+from dinomamba_mm.argument_checks import check_int
+
 
 def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
     """Return {'params': int, 'flops': int (multiply-adds)} for one (1, 3, H, W) input."""
@@ -55,6 +57,11 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2):
         parser.error(f'--shape takes H or H W, got {args.shape}')
+    for side in args.shape:
+        try:
+            check_int('--shape', side, 1)
+        except ValueError as error:
+            parser.error(str(error))
     shape = args.shape * 2 if len(args.shape) == 1 else args.shape
 
     cfg = Config.fromfile(args.config)

@@ -7,15 +7,19 @@ from typing import Optional
 
 import mmcv
 import numpy as np
+from mmcv.image import io as mmcv_io
 from mmcv.transforms import LoadImageFromFile as MMCVLoadImageFromFile
 from mmengine import fileio
 from mmengine.logging import print_log
 from PIL import Image, ImageOps
 
-from dinomamba_mm.argument_checks import check_bool
+from dinomamba_mm.argument_checks import check_bool, check_choice
 from dinomamba_mm.registry import TRANSFORMS
 
 
+#: decoding backend -> (what mmcv imports for it, the package that brings it)
+_BACKEND_PACKAGES = {'turbojpeg': ('TurboJPEG', 'PyTurboJPEG'), 'pillow': ('Image', 'Pillow'),
+                     'tifffile': ('tifffile', 'tifffile')}
 #: Pillow's modes of one 16-bit channel (a 16-bit RGB PNG opens as 8-bit 'RGB', its high bytes)
 _SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N')
 #: Pillow's modes of samples without an 8-bit scale
@@ -62,6 +66,13 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
     def __init__(self, ignore_empty: bool = False, **kwargs) -> None:
         check_bool('ignore_empty', ignore_empty)
         check_bool('to_float32', kwargs.get('to_float32', False))
+        backend = kwargs.get('imdecode_backend', 'cv2')
+        check_choice('imdecode_backend', backend, tuple(mmcv_io.supported_backends))
+        check_choice('color_type', kwargs.get('color_type', 'color'), tuple(mmcv_io.imread_flags))
+        module, package = _BACKEND_PACKAGES.get(backend, (None, None))
+        if module is not None and getattr(mmcv_io, module) is None:
+            raise ValueError(f'imdecode_backend={backend!r} needs the python package {package}, '
+                             f'which is not installed: pip install {package}, or use cv2')
         super().__init__(ignore_empty=False, **kwargs)
         self.skip_unreadable = ignore_empty
 

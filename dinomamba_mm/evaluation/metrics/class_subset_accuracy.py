@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from mmengine.evaluator import BaseMetric
 
-from dinomamba_mm.argument_checks import check_int, is_int
+from dinomamba_mm.argument_checks import check_argument, check_int, is_int
 from dinomamba_mm.registry import METRICS
 
 _WNID = re.compile(r'^n\d{8}$')
@@ -26,6 +26,7 @@ def read_imagenet_wnids(source: str) -> List[str]:
             whose lines start with the wnid, in class order (e.g. ``LOC_synset_mapping.txt``:
             ``n01440764 tench, Tinca tinca``).
     """
+    check_argument('imagenet_wnids', source, 'a path (str)', lambda v: isinstance(v, str))
     if osp.isdir(source):
         wnids = sorted(name for name in os.listdir(source)
                        if osp.isdir(osp.join(source, name)))

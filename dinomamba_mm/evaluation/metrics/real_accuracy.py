@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence
 import torch
 from mmengine.evaluator import BaseMetric
 
+from dinomamba_mm.argument_checks import check_argument
 from dinomamba_mm.registry import METRICS
 
 _VAL_INDEX = re.compile(r'ILSVRC2012_val_(\d{8})')
@@ -70,6 +71,7 @@ class ReaLAccuracy(BaseMetric):
     def __init__(self, real_json: str, collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
+        check_argument('real_json', real_json, 'a path (str)', lambda v: isinstance(v, str))
         if not osp.isfile(real_json):
             raise ValueError(f'real_json {real_json!r} is not a file; expected '
                              'the path of ImageNet-ReaL real.json')

@@ -5,9 +5,7 @@ import torch
 
 from dinomamba_mm.argument_checks import (check_argument, check_choice, check_int,
                                           check_number, is_int)
-
-#: modes of ``F.interpolate`` on a 2-D grid (the position-embedding resize)
-INTERPOLATE_MODES = ('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')
+from ..layers.pos_embed import INTERPOLATE_MODES
 
 
 def check_arch_fields(arch: Mapping, fields: Sequence[str]) -> None:

@@ -1,4 +1,5 @@
 """A frozen backbone for linear probing, optionally loaded from a DINO checkpoint's teacher."""
+import os
 from typing import Dict, Optional
 
 import torch
@@ -42,6 +43,11 @@ class FrozenBackbone(BaseModule):
         if not isinstance(backbone, dict):
             raise TypeError('backbone must be a config dict, got '
                             f'{type(backbone).__name__}')
+        if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError('checkpoint must be None or a path or URL (str or os.PathLike), got '
+                            f'{checkpoint!r}')
+        if prefix is not None and not isinstance(prefix, str):
+            raise TypeError(f"prefix must be None, 'auto' or a key prefix (str), got {prefix!r}")
         self.backbone = MODELS.build(backbone)
         self.checkpoint = checkpoint
         self.prefix = 'auto' if prefix is None else prefix

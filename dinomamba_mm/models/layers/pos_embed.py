@@ -11,6 +11,8 @@ from dinomamba_mm.argument_checks import check_choice
 from dinomamba_mm.checkpoints.layout import GRID_METADATA_KEY
 
 RESIZE_CONVENTIONS = ('size', 'dino')
+#: modes of ``F.interpolate`` on a 2-D grid
+INTERPOLATE_MODES = ('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')
 
 
 def record_pos_embed_grid(module: nn.Module, state_dict: Mapping, prefix: str,
@@ -77,6 +79,7 @@ def resize_pos_embed(pos_embed: torch.Tensor,
         (1, E + dst_h * dst_w, C) in ``pos_embed``'s dtype (interpolation runs in float32).
     """
     check_choice('convention', convention, RESIZE_CONVENTIONS)
+    check_choice('mode', mode, INTERPOLATE_MODES)
     src_h, src_w = src_hw
     dst_h, dst_w = dst_hw
     if pos_embed.dim() != 3 or pos_embed.shape[0] != 1 or \
