@@ -264,3 +264,22 @@ def test_the_image_loader_checks_its_backend_when_built(kwargs, message):
     with pytest.raises(ValueError) as info:
         LoadImageFromFile(**kwargs)
     assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(A_init_range=(1, float('inf'))), ValueError,
+     'A_init_range must be a (low, high) pair with 0 < low <= high < inf, got (1, inf)'),
+    (dict(dt_init_floor=float('inf')), ValueError,
+     'dt_init_floor must be a number in (0, inf), got inf'),
+    (dict(dt_limit=(0.1, 0.01)), ValueError,
+     'dt_limit must be a (low, high) pair with 0 <= low <= high (high may be inf), got '
+     '(0.1, 0.01)'),
+    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf), got 0.0'),
+])
+def test_the_mixer_refuses_infinite_or_inverted_settings(kwargs, error, message):
+    """An infinite A range gave A_log = inf (NaN outputs); an inverted dt_limit clamped every
+    step to its low end; both passed."""
+    with pytest.raises(error) as info:
+        BidirectionalMamba2Mixer(8, d_state=4, headdim=4, **kwargs)
+    assert str(info.value) == message
+    BidirectionalMamba2Mixer(8, d_state=4, headdim=4, dt_limit=(0., float('inf')))
