@@ -33,15 +33,21 @@ def resampled(table: torch.Tensor, extra: int, src, dst, **kwargs) -> torch.Tens
                      dim=1)
 
 
+@pytest.mark.parametrize('backbone', ['DinoVim', 'LinearViT'])
 @pytest.mark.parametrize('src, dst', [((256, 64), (224, 224)), ((256, 64), (128, 128)),
                                       ((128, 32), (32, 128))])
-def test_dinovim_resamples_the_grid_its_state_dict_records(src, dst):
+def test_the_grid_its_state_dict_records_is_resampled(backbone, src, dst):
     """16 x 4 -> 14 x 14; 16 x 4 -> 8 x 8 (the same number of rows: it was used as it was);
-    8 x 2 -> 2 x 8, transposed."""
-    saved = DinoVim(arch=ARCH, img_size=src, patch_size=16)
+    8 x 2 -> 2 x 8, transposed. LinearViT inherited mmpretrain ViT's int(sqrt(rows)) side."""
+    def build(img_size):
+        if backbone == 'DinoVim':
+            return DinoVim(arch=ARCH, img_size=img_size, patch_size=16)
+        return LinearViT(arch=VIT_ARCH, img_size=img_size, patch_size=16)
+
+    saved = build(src)
     with torch.no_grad():
         saved.pos_embed.normal_()
-    model = DinoVim(arch=ARCH, img_size=dst, patch_size=16)
+    model = build(dst)
     model.load_state_dict(saved.state_dict())
     src_grid, dst_grid = (src[0] // 16, src[1] // 16), (dst[0] // 16, dst[1] // 16)
     expected = resampled(saved.pos_embed.detach(), 1, src_grid, dst_grid, size=dst_grid,
@@ -102,20 +108,6 @@ def test_an_unrecorded_square_table_is_still_resampled_as_square():
     model.load_state_dict(plain)
     expected = resampled(table['pos_embed'], 1, (4, 4), (2, 2), size=(2, 2), mode='bicubic',
                          align_corners=False)
-    torch.testing.assert_close(model.pos_embed.detach(), expected)
-
-
-@pytest.mark.parametrize('src, dst', [((256, 64), (224, 224)), ((128, 32), (32, 128))])
-def test_linear_vit_resamples_the_grid_its_state_dict_records(src, dst):
-    """mmpretrain's ViT pre-hook took int(sqrt(rows)) as the side (LinearViT inherits it)."""
-    saved = LinearViT(arch=VIT_ARCH, img_size=src, patch_size=16)
-    with torch.no_grad():
-        saved.pos_embed.normal_()
-    model = LinearViT(arch=VIT_ARCH, img_size=dst, patch_size=16)
-    model.load_state_dict(saved.state_dict())
-    src_grid, dst_grid = (src[0] // 16, src[1] // 16), (dst[0] // 16, dst[1] // 16)
-    expected = resampled(saved.pos_embed.detach(), 1, src_grid, dst_grid, size=dst_grid,
-                         mode='bicubic', align_corners=False)
     torch.testing.assert_close(model.pos_embed.detach(), expected)
 
 
