@@ -92,6 +92,9 @@ PYTHONPATH="$ROOT" "$PY" -m dinomamba_mm.install_mmcv -c "$ROOT/requirements/run
 log "installing the OpenMMLab stack and test tools (requirements/)"
 "${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" -r "$ROOT/requirements/tests.txt" \
     -c "$CONSTRAINTS"
+# openmim for the `mim download` tests, without its dependencies: opendatalab -> openxlab pins
+# setuptools~=60.2.0 (torch needs >= 77.0.3); what it imports is in requirements/tests.txt
+"${PIP[@]}" install -q --no-deps "openmim==0.3.9"
 # mamba_ssm's Triton ops, an oracle of tests/test_ops/test_ssd_triton_vs_mamba_ssm.py: its Python
 # files only (SKIP_CUDA_BUILD; FORCE_BUILD stops its setup.py downloading a prebuilt CUDA wheel).
 MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE "${PIP[@]}" install -q --no-deps \

@@ -7,6 +7,7 @@ in it (:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and
 finite, and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last
 directly, on what the Runner read from the file :func:`resolve_checkpoint` gave it.
 """
+import os
 from collections import Counter, OrderedDict
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
 
@@ -16,11 +17,11 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from dinomamba_mm.finite_checks import non_finite_tensors
-from .backbone_weights import ModuleWeights, find_backbone_weights
+from .backbone_weights import ModuleWeights, check_tensors, find_backbone_weights
 from .files import (CheckpointError, check_checkpoint_file, check_safe_to_unpickle, is_local_path,
                     load_local)
-from .layout import check_layouts
-from .model_zoo import HUGGINGFACE_PREFIXES, fetch, load_from_huggingface
+from .layout import check_layouts, hand_recorded_grids
+from .model_zoo import HUGGINGFACE_PREFIXES, describe, fetch, load_from_huggingface
 
 # Keys listed per kind in an error; the counts are always given in full.
 _SHOWN_KEYS = 10
@@ -110,6 +111,23 @@ def check_finite(state_dict: Mapping, source: str) -> None:
             'load them anyway')
 
 
+def _dtype_kind(tensor: torch.Tensor) -> str:
+    if tensor.is_floating_point():
+        return 'float'
+    if tensor.is_complex():
+        return 'complex'
+    return 'bool' if tensor.dtype == torch.bool else 'int'
+
+
+def _dtype_mismatches(state_dict: Mapping, expected: Mapping) -> List[str]:
+    """Keys whose checkpoint tensor is of another kind (float, int, bool, complex) than the
+    module's: ``load_state_dict`` would cast it silently (rounded, truncated or the imaginary
+    part dropped). Float -> float casts (a float16 checkpoint) are torch's and stay allowed."""
+    return [f'{key}: {str(value.dtype)[6:]} in the checkpoint, '
+            f'{str(expected[key].dtype)[6:]} in the model' for key, value in state_dict.items()
+            if key in expected and _dtype_kind(value) != _dtype_kind(expected[key])]
+
+
 def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
                             source: str, strict: bool, advice: str = '',
                             allow_non_finite: bool = False) -> LoadReport:
@@ -135,9 +153,17 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
             keys are when a prefix explains them (the module may then be partly loaded); or
             naming the non-finite tensors, before anything is loaded.
     """
+    check_tensors(state_dict, source)
     if not allow_non_finite:
         check_finite(state_dict, source)
-    expected = list(module.state_dict())
+    expected_state = module.state_dict()
+    expected = list(expected_state)
+    other_kinds = _dtype_mismatches(state_dict, expected_state)
+    if other_kinds:
+        raise CheckpointError(
+            f'{source} does not match {type(module).__name__}: {len(other_kinds)} tensors have '
+            f'another kind of dtype: {"; ".join(other_kinds[:_SHOWN_KEYS])} (floating-point, '
+            'integer, bool and complex tensors load only from their own kind)')
     to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
     metadata = getattr(state_dict, '_metadata', None)
     if metadata is not None:
@@ -184,9 +210,20 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
                           + (f'. {advice}' if advice else ''))
 
 
+def _path_or_checkpoint(checkpoint) -> Union[str, Mapping]:
+    """A path (``os.PathLike`` as str) or URL, or a loaded checkpoint; anything else refused."""
+    if isinstance(checkpoint, os.PathLike):
+        return os.fspath(checkpoint)
+    if not isinstance(checkpoint, (str, Mapping)):
+        raise TypeError('checkpoint must be a path or URL (str or os.PathLike) or a loaded '
+                        f'checkpoint (a dict), got {checkpoint!r}')
+    return checkpoint
+
+
 def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
+    """'checkpoint PATH', or 'checkpoint URL (cached as PATH)' for a model-zoo file."""
     filename = checkpoint if isinstance(checkpoint, str) else filename
-    return 'checkpoint' + (f' {filename!r}' if filename else '')
+    return 'checkpoint' + (f' {describe(filename)}' if filename else '')
 
 
 def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
@@ -204,11 +241,13 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     name = _name(checkpoint, filename)
     if isinstance(checkpoint, str):
         checkpoint = read_checkpoint(checkpoint, map_location=map_location)
     weights = find_backbone_weights(checkpoint, name, prefix, network)
     check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
+    hand_recorded_grids(module, weights.state_dict, weights.layouts, weights.module_path)
     if not allow_non_finite:
         check_finite(weights.state_dict, name)
     return weights
@@ -225,6 +264,7 @@ def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
     Returns:
         the weights loaded, and where they were found.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,
                            filename)
     name = _name(checkpoint, filename)

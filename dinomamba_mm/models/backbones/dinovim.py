@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import inspect
 import logging
 import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -12,34 +13,20 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int, check_number,
-                                          is_int)
-from dinomamba_mm.checkpoints import checked_pretrained_cfg
+from dinomamba_mm.argument_checks import (check_bool, check_choice, check_indices, check_int,
+                                          check_number, is_int)
+from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+from ..layers import BidirectionalMamba2Mixer, GatedRMSNorm, MambaBlock, resize_pos_embed
+from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
+from .backbone_checks import (available_memory, check_arch_fields, check_backbone_args,
+                              check_image_input, check_parameter_memory,
                               init_cfg_from_pretrained)
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
 ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
-
-
-def available_memory(device: torch.device) -> Optional[int]:
-    """Bytes a new tensor can still take on ``device``: free GPU memory plus what PyTorch's
-    cache holds unused; on the CPU, Linux's MemAvailable. None where it cannot be told."""
-    if device.type == 'cuda':
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if device.type != 'cpu':
-        return None
-    try:
-        with open('/proc/meminfo') as meminfo:
-            line = next(line for line in meminfo if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration):
-        return None
-    return int(line.split()[1]) * 1024
 
 
 def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int, ...]],
@@ -204,6 +191,9 @@ class DinoVim(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
 
+        for name, flag in (('final_norm', final_norm), ('pad_to_patch', pad_to_patch),
+                           ('norm_eval', norm_eval), ('with_cp', with_cp)):
+            check_bool(name, flag)
         check_choice('out_type', out_type, self.OUT_TYPES)
         check_choice('out_source', out_source, OUT_SOURCES)
         if out_source == 'mixer' and not final_norm:
@@ -214,6 +204,8 @@ class DinoVim(BaseModule):
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             self.num_layers, frozen_stages, interpolate_mode)
         check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
+        check_parameter_memory(type(self).__name__, self.arch_settings,
+                               self._least_parameters(img_size, patch_size, in_channels))
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -250,6 +242,7 @@ class DinoVim(BaseModule):
         self.pos_embed = nn.Parameter(
             torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
         self._register_load_state_dict_pre_hook(self._resize_loaded_pos_embed)
+        self._register_state_dict_hook(record_pos_embed_grid)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         self.mixer_cfg = self._mixer_kwargs(mixer_cfg)
@@ -288,11 +281,31 @@ class DinoVim(BaseModule):
         check_arch_fields(arch, list(arch))
         return arch
 
+    def _least_parameters(self, img_size, patch_size: int, in_channels: int) -> int:
+        """A lower bound of the parameter count: each block's in_proj, convolutions and
+        out_proj, the patch embedding and the position embedding."""
+        arch = self.arch_settings
+        dims = arch['embed_dims']
+        inner = arch['expand'] * dims
+        conv = inner + 2 * arch['ngroups'] * arch['d_state']
+        block = dims * (inner + conv + inner // arch['headdim']) + 2 * conv * arch['d_conv'] + \
+            inner * dims
+        height, width = (img_size, img_size) if is_int(img_size) else img_size
+        patches = (height // patch_size) * (width // patch_size)
+        return arch['num_layers'] * block + dims * (in_channels * patch_size**2 + patches)
+
     def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
         mixer_cfg = dict(mixer_cfg or {})
         clash = sorted(set(mixer_cfg) & set(self.arch_settings))
         if clash:
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
+        allowed = [name for name in inspect.signature(BidirectionalMamba2Mixer).parameters
+                   if name != 'embed_dims' and name not in self.arch_settings]
+        unknown = sorted(set(mixer_cfg) - set(allowed))
+        if unknown:
+            arch_keys = sorted(set(self.arch_settings) - {'embed_dims', 'num_layers'})
+            raise ValueError(f'mixer_cfg has unknown keys {unknown}; allowed: {allowed} (the '
+                             f'mixer settings {arch_keys} go in arch)')
         settings = {k: v for k, v in self.arch_settings.items()
                     if k not in ('embed_dims', 'num_layers')}
         return {**settings, **mixer_cfg}
@@ -332,25 +345,33 @@ class DinoVim(BaseModule):
         """(1, E, C): the class token or the registers."""
         return self.register_tokens if self.num_registers else self.cls_token
 
-    def _resize_loaded_pos_embed(self, state_dict, prefix, *args, **kwargs) -> None:
+    def _resize_loaded_pos_embed(self, state_dict, prefix, local_metadata=None, *args,
+                                 **kwargs) -> None:
+        """Load-state-dict pre-hook: resample a table of another patch grid (the recorded one:
+        :func:`loaded_pos_embed_grid`) to this model's."""
         name = prefix + 'pos_embed'
-        if name not in state_dict or state_dict[name].shape == self.pos_embed.shape:
+        if name not in state_dict:
             return
         loaded = state_dict[name]
-        side = math.isqrt(loaded.shape[1] - self.num_extra_tokens)
-        if loaded.dim() != 3 or side * side != loaded.shape[1] - self.num_extra_tokens:
-            raise ValueError(f'{name} of shape {tuple(loaded.shape)} is not (1, '
-                             f'{self.num_extra_tokens} + n*n, C) and cannot be resized to '
-                             f'{tuple(self.pos_embed.shape)}')
-        state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
+        recorded = GRID_METADATA_KEY in (local_metadata or {})
+        if not recorded and tuple(loaded.shape) == tuple(self.pos_embed.shape):
+            return
+        grid = loaded_pos_embed_grid(loaded, self.num_extra_tokens, local_metadata, name)
+        if grid == tuple(self.patch_resolution):
+            return
+        state_dict[name] = resize_pos_embed(loaded, grid, self.patch_resolution,
                                             self.num_extra_tokens, self.interpolate_mode,
                                             self.resize_convention)
-        grid = 'x'.join(map(str, self.patch_resolution))
-        print_log(f'{name}: the loaded table is for a {side}x{side} patch grid, this '
-                  f'{type(self).__name__} stores {grid}: resampled to {grid} now '
+        source = 'x'.join(map(str, grid))
+        target = 'x'.join(map(str, self.patch_resolution))
+        img_size = grid[0] * self.patch_size if grid[0] == grid[1] else tuple(
+            side * self.patch_size for side in grid)
+        print_log(f'{name}: the loaded table is for a {source} patch grid'
+                  f'{"" if recorded else " (none recorded: taken as square)"}, this '
+                  f'{type(self).__name__} stores {target}: resampled to {target} now '
                   f'({self.interpolate_mode}, {self.resize_convention!r} convention) and again '
                   'to each input grid, which differs from resampling the checkpoint\'s table '
-                  f'once per input (build with img_size={side * self.patch_size} for that)',
+                  f'once per input (build with img_size={img_size} for that)',
                   logger='current', level=logging.WARNING)
 
     # ------------------------------------------------------------------------------ freezing
@@ -419,8 +440,9 @@ class DinoVim(BaseModule):
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
         batch = inputs.shape[0]
-        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
+        projection = self.patch_embed.projection
+        check_image_input(inputs, projection.in_channels, self.patch_size, self.pad_to_patch,
+                          projection.weight.dtype)
         patches, hw = self.patch_embed(inputs)
         pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
                                self.num_extra_tokens, self.interpolate_mode,

@@ -7,7 +7,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.argument_checks import check_int, check_number
+from dinomamba_mm.argument_checks import (check_argument, check_bool, check_int, check_number,
+                                          is_real_sequence)
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_directions
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
@@ -155,11 +156,20 @@ class BidirectionalMamba2Mixer(nn.Module):
             check_int('segment_len', segment_len, 1)
         if ngroups <= 0 or num_heads % ngroups != 0:
             raise ValueError(f'ngroups={ngroups} must divide the number of heads {num_heads}')
+        check_argument('A_init_range', A_init_range,
+                       'a (low, high) pair with 0 < low <= high < inf', is_real_sequence,
+                       lambda v: len(v) == 2 and 0 < v[0] <= v[1] < math.inf)
         low, high = A_init_range
-        if not 0 < low <= high:
-            raise ValueError(f'A_init_range must satisfy 0 < low <= high, got {A_init_range}')
+        check_argument('dt_limit', dt_limit,
+                       'a (low, high) pair with 0 <= low <= high (high may be inf)',
+                       is_real_sequence, lambda v: len(v) == 2 and 0 <= v[0] <= v[1])
+        check_number('dt_init_floor', dt_init_floor, 0, exclusive_minimum=True)
+        check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
         check_number('dt_min', dt_min, 0, exclusive_minimum=True)
         check_number('dt_max', dt_max, dt_min)
+        for name, flag in (('bias', bias), ('conv_bias', conv_bias),
+                           ('norm_before_gate', norm_before_gate)):
+            check_bool(name, flag)
         self.embed_dims = embed_dims
         self.d_inner = d_inner
         self.d_state = d_state
