@@ -9,6 +9,8 @@ from typing import List
 
 from modelindex.models.Model import Model
 
+from .model_zoo import HUGGINGFACE_PREFIXES, fetch
+
 
 class ZooEntry(Model):
     """An entry of ``model-index.yml`` in mmpretrain's model hub.
@@ -16,7 +18,8 @@ class ZooEntry(Model):
     mmpretrain's ``get_model(NAME, pretrained=True)`` reads ``weights`` only to load them; for
     an entry without published weights (no ``Weights`` field, as in mmpretrain's metafiles) it
     would build the model with random weights and a generic warning. Here ``weights`` raises a
-    ValueError starting with 'no weights' that names the entries which have some.
+    ValueError starting with 'no weights' that names the entries which have some, and a
+    Hugging Face file is given as its checked download (:func:`.model_zoo.fetch`).
     """
 
     released = ()  # the names of the entries with weights, set by register_models
@@ -26,6 +29,11 @@ class ZooEntry(Model):
         weights = self.data.get('Weights')
         if weights is None:
             raise ValueError(self._no_weights())
+        if weights.startswith(HUGGINGFACE_PREFIXES):
+            # mmengine's URL loader, which get_model would use, caches by file name, and every
+            # folder of the paper's repository holds the same two names: hand it our checked
+            # copy, cached under its repository, revision and path
+            return fetch(weights)
         return weights
 
     @weights.setter

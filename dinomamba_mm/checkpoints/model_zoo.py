@@ -165,3 +165,10 @@ def paper_file_problem(url: str, checkpoint) -> Optional[str]:
             return (f'holds a {"MambaR (register tokens)" if registers else "Vim (class token)"} '
                     f'teacher, and {model} is {"a MambaR" if not registers else "a Vim"}')
         return None
+    if url in PAPER_LINEAR_HEADS.values():
+        state = checkpoint.get('state_dict') if isinstance(checkpoint, dict) else None
+        names = sorted(re.sub(r'^module\.', '', key) for key in state or {})
+        if names != ['linear.bias', 'linear.weight']:
+            return ("holds no linear head of DINO's eval_linear (expected the state dict "
+                    f"'linear.weight', 'linear.bias'; found {names[:8]})")
+    return None
