@@ -170,9 +170,10 @@ def test_input_sizes_not_multiple_of_patch():
 
 
 def test_arch_validation():
-    with pytest.raises(ValueError, match="'d_state'"):
-        DinoVim(arch=dict(embed_dims=32, num_layers=2, headdim=8))
-    with pytest.raises(ValueError, match='unknown keys'):
+    with pytest.raises(ValueError, match=r"lacks keys \['num_layers'\]"):
+        DinoVim(arch=dict(embed_dims=32, headdim=8))
+    with pytest.raises(ValueError, match=r"arch has unknown keys \['depth'\] for "
+                                         'BidirectionalMamba2Mixer; allowed: '):
         DinoVim(arch={**TINY, 'depth': 3})
     with pytest.raises(ValueError, match='huge'):
         DinoVim(arch='huge')

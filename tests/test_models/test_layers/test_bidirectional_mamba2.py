@@ -135,8 +135,15 @@ def test_ssd_inputs_and_mixing_matrices_reproduce_each_direction():
     assert set(MIXING_MATRIX_KEYS) <= set(inputs['forward'])
     assert inputs['forward']['reverse'] is False and inputs['backward']['reverse'] is True
     assert inputs['forward']['B'].shape == (1, 9, 1, 4)
-    m_fwd, m_bwd = mixer.mixing_matrices(u)
+    matrices = mixer.mixing_matrix(u)
+    assert list(matrices) == ['forward', 'backward', 'combined']
+    m_fwd, m_bwd = matrices['forward'], matrices['backward']
     assert m_fwd.shape == m_bwd.shape == (1, mixer.num_heads, 9, 9)
+    assert m_fwd.dtype == torch.float32
+    torch.testing.assert_close(matrices['combined'], (m_fwd + m_bwd) / 2, rtol=0, atol=0)
+    rows = torch.tensor([4, 0])
+    for name, matrix in mixer.mixing_matrix(u, rows).items():
+        torch.testing.assert_close(matrix, matrices[name][:, :, rows], rtol=0, atol=0)
     # causal forward, anti-causal backward
     assert torch.all(m_fwd[0].triu(1) == 0) and torch.all(m_bwd[0].tril(-1) == 0)
     _, y_fwd, y_bwd = _paper_block(mixer, u[0].double())
