@@ -555,10 +555,15 @@ class DinoVim(BaseModule):
 class DinoMambaReg(DinoVim):
     """DinoMamba-Reg (the paper's MambaR): DinoVim with register tokens instead of a class token.
 
-    ``num_registers`` (12 by default) register tokens, each with its own position embedding,
-    are spread evenly among the patches (or put at ``register_positions``); the 'cls_token'
-    output is their mean. All other arguments are :class:`DinoVim`'s. The paper's MambaR is
-    ``token_layout='paper', img_size=112``: a 7x7 table resampled to each input's grid.
+    The register tokens, each with its own position embedding, are spread evenly among the
+    patches (or put at ``register_positions``); the 'cls_token' output is their mean. The
+    paper's MambaR is ``token_layout='paper', img_size=112``: a 7x7 table resampled to each
+    input's grid.
+
+    Args:
+        arch (str | dict): As :class:`DinoVim`'s. Defaults to 'base'.
+        num_registers (int): Number of register tokens, >= 1. Defaults to 12.
+        **kwargs: :class:`DinoVim`'s other arguments.
     """
 
     def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,
