@@ -53,3 +53,12 @@ def test_checkpoint_with_non_finite_weights_is_refused(tmp_path):
         pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--output-file',
                            str(output), *NO_BACKBONE_FILE])
     assert not output.exists()
+
+
+@pytest.mark.parametrize('missing', ['onnx', 'onnxruntime', 'onnxscript'])
+def test_a_missing_export_package_names_the_extra(missing, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, missing, None)  # import / find_spec: not installed
+    with pytest.raises(ImportError, match=f'not installed: {missing}. Install them with: pip '
+                       'install "dinomamba_mm\\[deploy\\]"'):
+        pytorch2onnx.main([CONFIG, '--output-file', str(tmp_path / 'model.onnx'),
+                           *NO_BACKBONE_FILE])

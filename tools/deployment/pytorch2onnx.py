@@ -9,11 +9,14 @@ ONNX exporter writes the file. onnxruntime then runs it on a random image and th
 largest difference to PyTorch relative to the largest PyTorch output; above ``--tolerance`` it
 exits with status 1.
 
+Needs onnx, onnxruntime and onnxscript: ``pip install "dinomamba_mm[deploy]"``.
+
 Example:
   python tools/deployment/pytorch2onnx.py configs/demo/upernet_dinovim-demo_synthetic-ade.py \\
       work_dirs/upernet/iter_200.pth --shape 256 256 --output-file upernet.onnx
 """
 import argparse
+import importlib.util
 from typing import List, Optional
 
 import numpy as np
@@ -23,6 +26,20 @@ from mmengine.registry import MODELS, init_default_scope
 
 from dinomamba_mm.checkpoints import load_checkpoint_into
 from dinomamba_mm.ops.ssd import export_decompositions
+
+
+EXPORT_PACKAGES = ('onnx', 'onnxruntime', 'onnxscript')
+
+
+def check_export_packages() -> None:
+    """ImportError naming the install command when a package the export needs is missing
+    (torch's ONNX exporter would fail later, naming only one module)."""
+    missing = [name for name in EXPORT_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(f'pytorch2onnx needs {", ".join(EXPORT_PACKAGES)}; not installed: '
+                          f'{", ".join(missing)}. Install them with: pip install '
+                          '"dinomamba_mm[deploy]" (in a source checkout: pip install -r '
+                          'requirements/deploy.txt)')
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -88,6 +105,7 @@ def max_relative_difference(output_file: str, model: torch.nn.Module,
 
 def main(argv: Optional[List[str]] = None) -> float:
     args = parse_args(argv)
+    check_export_packages()
     model = build_model(args)
     img = torch.randn(args.batch_size, 3, *args.shape, generator=torch.Generator().manual_seed(0))
     export(model, img, args.output_file)

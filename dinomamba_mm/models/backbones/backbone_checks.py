@@ -1,5 +1,6 @@
 """Argument and input checks shared by the backbones (DinoVim, LinearViT): one wording for all."""
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+import warnings
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -48,6 +49,44 @@ def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in
                    lambda v: is_int(v) or (isinstance(v, (tuple, list)) and len(v) == 2
                                            and all(is_int(s) for s in v)),
                    lambda v: all(s >= patch_size for s in _pair(v)))
+
+
+def init_cfg_from_pretrained(backbone: str, pretrained: Optional[str],
+                             init_cfg: Optional[Union[dict, List[dict]]]
+                             ) -> Optional[Union[dict, List[dict]]]:
+    """``init_cfg`` of a backbone given the deprecated ``pretrained`` argument, as mmseg reads it.
+
+    mmseg's ``EncoderDecoder`` hands its own ``pretrained`` to the backbone, and stock bases set
+    it (``mmseg::_base_/models/upernet_vit-b16_ln_mln.py``: the ViT weights); mmseg's backbones
+    take a path or URL as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)`` with a
+    deprecation warning, and so do ours.
+
+    Args:
+        backbone (str): the backbone's class name, for the messages.
+        pretrained (str, optional): checkpoint path or URL; None: ``init_cfg`` as given.
+        init_cfg (dict | list[dict], optional): the backbone's ``init_cfg`` argument.
+
+    Returns:
+        dict | list[dict] | None: ``init_cfg``, or the ``Pretrained`` entry ``pretrained``
+        stands for.
+
+    Raises:
+        TypeError: ``pretrained`` is neither a str nor None.
+        ValueError: both ``pretrained`` and ``init_cfg`` are given.
+    """
+    if pretrained is None:
+        return init_cfg
+    check_argument(f'{backbone} pretrained', pretrained, 'a checkpoint path or URL (str) or None',
+                   lambda value: isinstance(value, str))
+    if init_cfg:
+        raise ValueError(
+            f'{backbone}: pretrained={pretrained!r} and init_cfg={init_cfg!r} both set the '
+            'initialisation; give one of them. mmseg\'s EncoderDecoder passes its own '
+            'model.pretrained to the backbone: set model.pretrained=None to keep the init_cfg')
+    warnings.warn(f'{backbone}: pretrained is deprecated, as in mmseg\'s backbones: '
+                  f'pretrained={pretrained!r} is read as init_cfg=dict(type=\'Pretrained\', '
+                  f'checkpoint={pretrained!r})', FutureWarning, stacklevel=3)
+    return dict(type='Pretrained', checkpoint=pretrained)
 
 
 def check_image_input(inputs: Any, in_channels: int, patch_size: int,

@@ -18,7 +18,8 @@ from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import DEFAULT_MIXER, GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+                              init_cfg_from_pretrained)
 
 ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers')
 #: the Mamba-2 mixer sizes of the paper's DinoVim-T / S / B
@@ -195,6 +196,10 @@ class DinoVim(BaseModule):
             ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit` (a checkpoint
             that fits nothing is an error). Random initialisation happens at construction.
             Defaults to None.
+        pretrained (str, optional): Deprecated, as in mmseg's backbones (whose segmentors pass
+            it on): a checkpoint path or URL read as ``init_cfg=dict(type='Pretrained',
+            checkpoint=...)``, with a warning; not together with ``init_cfg``.
+            Defaults to None.
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], dict(embed_dims=256, num_layers=24,
@@ -227,8 +232,10 @@ class DinoVim(BaseModule):
                  norm_eps: float = 1e-5,
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(checked_pretrained_cfg(init_cfg))
+                 init_cfg: Optional[Union[dict, List[dict]]] = None,
+                 pretrained: Optional[str] = None) -> None:
+        super().__init__(checked_pretrained_cfg(
+            init_cfg_from_pretrained(type(self).__name__, pretrained, init_cfg)))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']

@@ -1,5 +1,5 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -10,7 +10,8 @@ from dinomamba_mm.argument_checks import check_argument, check_indices, is_int
 from dinomamba_mm.checkpoints import checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
 from ..layers import LinearMultiheadAttention
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+                              init_cfg_from_pretrained)
 
 
 @MODELS.register_module()
@@ -36,6 +37,9 @@ class LinearViT(VisionTransformer):
             (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
         init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
             (a checkpoint that fits nothing is an error).
+        pretrained: deprecated, as in mmseg's backbones (whose segmentors pass it on): a
+            checkpoint path or URL read as ``init_cfg=dict(type='Pretrained', checkpoint=...)``,
+            with a warning; not together with ``init_cfg``. Defaults to None.
         **kwargs: ``VisionTransformer``'s other arguments.
     """
     arch_zoo = {
@@ -59,6 +63,7 @@ class LinearViT(VisionTransformer):
                  norm_eval: bool = False,
                  attn_drop_rate: float = 0.,
                  pad_to_patch: bool = False,
+                 pretrained: Optional[str] = None,
                  **kwargs) -> None:
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
@@ -79,7 +84,8 @@ class LinearViT(VisionTransformer):
                             kwargs.get('interpolate_mode', 'bicubic'), ('bilinear', 'bicubic'))
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
-        kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
+        kwargs['init_cfg'] = checked_pretrained_cfg(
+            init_cfg_from_pretrained('LinearViT', pretrained, kwargs.get('init_cfg')))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
                          in_channels=in_channels, out_indices=out_indices,
                          drop_rate=drop_rate, drop_path_rate=drop_path_rate, **kwargs)
