@@ -1,6 +1,7 @@
 """Bidirectional Mamba-2 (SSD) token mixer of DinoVim ("v2" bidirectionality of Vision Mamba)."""
 import contextlib
 import math
+from collections import OrderedDict
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -10,8 +11,10 @@ import torch.nn.functional as F
 from dinomamba_mm.argument_checks import (check_argument, check_bool, check_int, check_number,
                                           is_real_sequence)
 from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_directions
+from dinomamba_mm.registry import MODELS
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
+from .token_mixer import Rows, depth_scaled_init_
 
 #: keyword arguments of :func:`dinomamba_mm.ops.ssd.ssd_mixing_matrix` found in each direction's
 #: dict returned by :meth:`BidirectionalMamba2Mixer.ssd_inputs`.
@@ -39,7 +42,9 @@ class _RebuiltWhenRead:
 
     def __init__(self, rebuilds: Dict[int, Tuple[Callable[[torch.Tensor], torch.Tensor],
                                                  torch.Tensor]]):
-        # torch.utils.checkpoint finds the hooks it nests in the same way (torch 2.14)
+        # private: torch has no public way to read the active hooks (torch 2.11, 2.14; its own
+        # compiler reads them so too); docs/faq.md, "Why does the Mamba-2 mixer call a private
+        # torch function?"
         outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
         self.outer_pack, self.outer_unpack = outer or (None, None)
         self.recipes = {ptr: _Recipe(rebuild, self._outer(source))
@@ -79,8 +84,9 @@ def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
     return dt + torch.log(-torch.expm1(-dt))
 
 
+@MODELS.register_module()
 class BidirectionalMamba2Mixer(nn.Module):
-    """Mamba-2 mixer scanning the token sequence in both directions.
+    """Mamba-2 mixer scanning the token sequence in both directions (DinoVim's token mixer).
 
     One ``in_proj`` produces, per token, the gate z (d_inner), xBC (d_inner + 2 G N) and dt (H),
     in that order. Each direction has its own depthwise conv1d + SiLU over xBC, dt bias, A_log,
@@ -99,32 +105,42 @@ class BidirectionalMamba2Mixer(nn.Module):
     but the per-block temporaries scale with the segment, not the sequence: they set the peak
     memory of high-resolution inference).
 
-    Analysis: :meth:`ssd_inputs` returns the per-direction scan inputs (x, dt, A, B, C after the
-    convolution, D, dt_bias, ...) of a given mixer input; :meth:`mixing_matrices` materialises
-    both directions' (B, H, L, L) mixing matrices M with ``ssd_mixing_matrix``.
+    A registered token mixer (:mod:`.token_mixer`): :meth:`mixing_matrix` gives the SSD matrix
+    M of each direction and their average; :meth:`ssd_inputs` the per-direction scan inputs (x,
+    dt, A, B, C after the convolution, D, dt_bias, ...) they are made of.
+
+    The defaults are the paper's (DinoVim's arch names set ``d_state``, ``headdim``, ``expand``,
+    ``ngroups``, ``d_conv`` and ``chunk_size`` to the same values).
 
     Args:
-        embed_dims: model width D.
-        d_state: SSM state size N.
-        d_conv: depthwise convolution width.
-        expand: d_inner = expand * D.
-        headdim: channels per head P; H = d_inner / P.
-        ngroups: groups G of B / C (H % G == 0); also the gated norm's groups.
-        chunk_size: chunk length of the SSD scan (see ``ssd_scan``: the torch backend uses it as
-            given, the Triton kernels a power of two in [16, 64]; 64 suits both).
-        A_init_range: A = -U(A_init_range) per head.
-        dt_min, dt_max, dt_init_floor: softplus(dt_bias) is initialised log-uniform in
-            [dt_min, dt_max], floored at dt_init_floor.
-        dt_limit: clamp of the effective step (no clamp for (0, inf)).
-        bias: bias in in_proj / out_proj.
-        conv_bias: bias in the conv1d layers.
-        norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
-        norm_eps: epsilon of the gated norms.
-        ssd_impl: implementation passed to the SSD op (None: its automatic choice).
-        segment_len: longest segment of the no-grad path (None, the default: always the whole
-            sequence). 512 cuts DinoVim-T's no-grad peak 2.5-3x at 768-1024 px, below ViT's,
-            for ~20 % more forward time at 1025 tokens on CPU (docs/benchmarks.md); the
-            dense-prediction configs set it.
+        embed_dims (int): Model width D.
+        d_state (int): SSM state size N. Defaults to 64.
+        d_conv (int): Depthwise convolution width. Defaults to 4.
+        expand (int): d_inner = expand * D. Defaults to 2.
+        headdim (int): Channels per head P; H = d_inner / P. Defaults to 64.
+        ngroups (int): Groups G of B / C (H % G == 0); also the gated norm's groups.
+            Defaults to 1.
+        chunk_size (int): Chunk length of the SSD scan (see ``ssd_scan``: the torch backend
+            uses it as given, the Triton kernels a power of two in [16, 64]; 64 suits both).
+            Defaults to 64.
+        A_init_range (Sequence[float]): A = -U(A_init_range) per head. Defaults to (1, 16).
+        dt_min (float): softplus(dt_bias) is initialised log-uniform in [dt_min, dt_max],
+            floored at dt_init_floor. Defaults to 0.001.
+        dt_max (float): See dt_min. Defaults to 0.1.
+        dt_init_floor (float): See dt_min. Defaults to 1e-4.
+        dt_limit (Tuple[float, float]): Clamp of the effective step (no clamp for (0, inf)).
+            Defaults to (0.0, inf).
+        bias (bool): Bias in in_proj / out_proj. Defaults to False.
+        conv_bias (bool): Bias in the conv1d layers. Defaults to True.
+        norm_before_gate (bool): Gated norm order (False: rmsnorm(y * silu(z))).
+            Defaults to False.
+        norm_eps (float): Epsilon of the gated norms. Defaults to 1e-5.
+        ssd_impl (str, optional): Implementation passed to the SSD op (None: its automatic
+            choice). Defaults to None.
+        segment_len (int, optional): Longest segment of the no-grad path (None: always the
+            whole sequence). 512 cuts DinoVim-T's no-grad peak 2.5-3x at 768-1024 px, below
+            ViT's, for ~20 % more forward time at 1025 tokens on CPU (docs/benchmarks.md); the
+            dense-prediction configs set it. Defaults to None.
     """
 
     def __init__(self,
@@ -251,7 +267,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         """Per-direction inputs of the SSD scans for the mixer input ``u`` (for analysis).
 
         Args:
-            u: (B, L, D) mixer input (the block's normalised tokens).
+            u (torch.Tensor): (B, L, D) mixer input (the block's normalised tokens).
 
         Returns:
             ``{'forward': {...}, 'backward': {...}, 'z': z}`` with z (B, L, d_inner) the gate.
@@ -270,12 +286,45 @@ class BidirectionalMamba2Mixer(nn.Module):
                              for values, reverse in zip(per_direction, (False, True)))
         return dict(forward=forward, backward=backward, z=z)
 
-    def mixing_matrices(self, u: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Forward and backward mixing matrices M, each (B, H, L, L) float32, for input u."""
+    def mixing_matrix(self, u: torch.Tensor, rows: Rows = None) -> Dict[str, torch.Tensor]:
+        """The SSD matrices M of the input u (B, L, D), each (B, H, R, L) float32.
+
+        Returns:
+            ``{'forward': M_f, 'backward': M_b, 'combined': (M_f + M_b) / 2}``: per head and
+            direction ``M_ij = C_i^T B_j dt_j exp(sum of dt A between j and i)``
+            (``ssd_mixing_matrix`` of :meth:`ssd_inputs`), lower triangular forward, upper
+            triangular backward; 'combined' is the average the mixer applies before its (per
+            token) gated norms. The skip term D x and the fact that each direction sees its own
+            convolution of x are not part of M.
+        """
         inputs = self.ssd_inputs(u)
-        return tuple(
-            ssd_mixing_matrix(**{k: inputs[name][k] for k in MIXING_MATRIX_KEYS})
-            for name in ('forward', 'backward'))
+        matrices = OrderedDict()
+        for name in ('forward', 'backward'):
+            matrix = ssd_mixing_matrix(**{k: inputs[name][k] for k in MIXING_MATRIX_KEYS})
+            matrices[name] = matrix if rows is None else matrix[:, :, rows]
+        matrices['combined'] = (matrices['forward'] + matrices['backward']) / 2
+        return matrices
+
+    def init_residual_output(self, num_layers: int) -> None:
+        """Depth-scaled initialisation of ``out_proj`` (:func:`.token_mixer.depth_scaled_init_`)."""
+        depth_scaled_init_(self.out_proj, num_layers)
+
+    def activation_elements(self, length: int) -> Tuple[int, int]:
+        """A lower bound of the elements per sample of a forward over ``length`` tokens.
+
+        Returns:
+            (working, kept): in_proj's output and, per scan direction, its conv output, its
+            output and the chunk scan's (Q x Q per chunk) products, over a segment when the
+            forward runs in segments (no grad and ``segment_len``); and what autograd keeps for
+            the backward pass: in_proj's output, both scans' outputs and out_proj's input.
+        """
+        segment = length if torch.is_grad_enabled() or not self.segment_len else min(
+            length, self.segment_len)
+        per_direction = self.conv_dim + self.d_inner + self.num_heads * min(self.chunk_size,
+                                                                            segment)
+        working = length * self.in_proj.out_features + 2 * segment * per_direction
+        kept = length * (self.in_proj.out_features + 3 * self.d_inner)
+        return working, kept
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u: (B, L, D) -> (B, L, D)."""
@@ -351,7 +400,12 @@ class BidirectionalMamba2Mixer(nn.Module):
         """Projection, one direction's conv and scan over tokens [start, end) of u (B, L, D).
 
         Args:
-            state: (B, H, P, N) state entering the segment in scan order (None: zeros).
+            u (torch.Tensor): (B, L, D) mixer input.
+            start (int): First token of the segment.
+            end (int): Token after the segment's last.
+            backward (bool): Scan the backward direction (else the forward one).
+            state (torch.Tensor, optional): (B, H, P, N) state entering the segment in scan
+                order (None: zeros).
 
         Returns:
             the gate z (B, S, d_inner) (None for the backward direction, which projects only

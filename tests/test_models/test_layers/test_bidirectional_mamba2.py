@@ -135,8 +135,15 @@ def test_ssd_inputs_and_mixing_matrices_reproduce_each_direction():
     assert set(MIXING_MATRIX_KEYS) <= set(inputs['forward'])
     assert inputs['forward']['reverse'] is False and inputs['backward']['reverse'] is True
     assert inputs['forward']['B'].shape == (1, 9, 1, 4)
-    m_fwd, m_bwd = mixer.mixing_matrices(u)
+    matrices = mixer.mixing_matrix(u)
+    assert list(matrices) == ['forward', 'backward', 'combined']
+    m_fwd, m_bwd = matrices['forward'], matrices['backward']
     assert m_fwd.shape == m_bwd.shape == (1, mixer.num_heads, 9, 9)
+    assert m_fwd.dtype == torch.float32
+    torch.testing.assert_close(matrices['combined'], (m_fwd + m_bwd) / 2, rtol=0, atol=0)
+    rows = torch.tensor([4, 0])
+    for name, matrix in mixer.mixing_matrix(u, rows).items():
+        torch.testing.assert_close(matrix, matrices[name][:, :, rows], rtol=0, atol=0)
     # causal forward, anti-causal backward
     assert torch.all(m_fwd[0].triu(1) == 0) and torch.all(m_bwd[0].tril(-1) == 0)
     _, y_fwd, y_bwd = _paper_block(mixer, u[0].double())
@@ -274,3 +281,19 @@ def test_outer_saved_tensor_hooks_see_what_the_mixer_keeps():
         torch.testing.assert_close(grad, want, rtol=0, atol=0)
     assert (1, 30, mixer.conv_dim) in shapes  # xBC, the conv input and the rebuilds' source
     assert not [s for s in shapes if len(s) == 4 and s[:2] == (1, 30) and s[-1] > 1]  # x, B, C
+
+
+def test_torch_reports_the_innermost_saved_tensor_hooks():
+    """The mixer hands what it does not rebuild to the saved-tensor hooks that were active
+    before its own; torch has no public way to read them, so it calls the private
+    ``torch._C._autograd._top_saved_tensors_default_hooks`` (docs/faq.md). This fails when that
+    function changes (checked on torch 2.11 and 2.14)."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks
+    pairs = [(lambda t: t, lambda t: t) for _ in range(2)]
+    assert top(False) is None
+    with torch.autograd.graph.saved_tensors_hooks(*pairs[0]):
+        assert top(False) == pairs[0]
+        with torch.autograd.graph.saved_tensors_hooks(*pairs[1]):
+            assert top(False) == pairs[1]
+        assert top(False) == pairs[0]
+    assert top(False) is None
