@@ -8,14 +8,18 @@
 file of that name in WORK_DIR when the dir was moved or copied), or, when that one is truncated
 or gone, from the newest intact checkpoint of the same naming in WORK_DIR (``epoch_N.pth`` /
 ``iter_N.pth``; with a warning); with nothing to resume it says so and trains from scratch.
-A checkpoint given (``--resume CKPT``, ``load_from``) is checked before anything is built, and
-every checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``) unless
-``--no-strict-load``. A second run started in a work dir in use is refused, naming the first;
-``--cfg-options`` keys nothing reads are warned about (``dinomamba_mm/engine/run_guards.py``).
+A checkpoint given (``--resume CKPT``, ``load_from``) is checked before anything is built (a
+Hugging Face URL of the model zoo is downloaded to its own cache name first), and every
+checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``) unless ``--no-strict-load``. A
+second run started in a work dir in use is refused, naming the first; ``--cfg-options`` keys
+nothing reads are warned about. These safeguards live in ``dinomamba_mm/engine/safeguards/``
+(docs/reliability.md lists them with their switches).
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
-``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. On machines
-without CUDA the distributed launch uses gloo (see dinomamba_mm/compat.py).
+``custom_imports`` registers dinomamba_mm, and ``default_scope`` picks the framework. This tool
+applies the compatibility fixes of ``dinomamba_mm.compat`` that mmengine's Runner needs (a
+distributed launch on machines without CUDA uses gloo; a dataloader function of a
+``dinomamba_mm::`` base is built).
 """
 import argparse
 import logging
@@ -31,12 +35,16 @@ from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from dinomamba_mm.checkpoints import check_checkpoint_file, find_resumable_checkpoint
-from dinomamba_mm.datasets.layout_check import check_dataset_paths
-from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
-from dinomamba_mm.engine.run_guards import (check_train_length, explain_stopped_process,
+from dinomamba_mm.checkpoints import (check_checkpoint_file, find_resumable_checkpoint,
+                                      resolve_checkpoint)
+from dinomamba_mm.compat import (init_distributed, quiet_pkg_resources,
+                                 unscope_dataloader_functions)
+from dinomamba_mm.engine.safeguards import (add_custom_hook, add_strict_load_hook,
+                                            check_dataset_paths, check_train_length,
+                                            explain_stopped_process,
+                                            fall_back_to_fp32_without_accelerator,
                                             lock_work_dir, warn_unread_cfg_options)
-from dinomamba_mm.engine.optimizers.amp_fallback import fall_back_to_fp32_without_accelerator
+from dinomamba_mm.install_mmcv import check_mmcv
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -138,6 +146,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.load_from = args.resume
     if not args.no_strict_load:
         add_strict_load_hook(cfg)
+    add_custom_hook(cfg, dict(type='dinomamba_mm.SafeUnpickleHook'))
 
     if args.no_validate:
         cfg.val_cfg = None
@@ -161,6 +170,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         set_loader_option('pin_memory', False)
     if args.no_persistent_workers:
         set_loader_option('persistent_workers', False)
+    unscope_dataloader_functions(cfg)
     return cfg
 
 
@@ -240,13 +250,18 @@ def check_full_batches(runner: Runner) -> None:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    cfg = merge_args(Config.fromfile(args.config), args)
+    check_mmcv()
+    with quiet_pkg_resources():
+        cfg = merge_args(Config.fromfile(args.config), args)
     check_train_length(cfg)
     if cfg.get('load_from'):
         check_checkpoint_file(cfg.load_from, 'load_from checkpoint')
     check_dataset_paths(cfg)
     fit_dataloaders_to_machine(cfg, args.cfg_options)
     with lock_work_dir(cfg.work_dir, args.launcher), explain_stopped_process(cfg):
+        init_distributed(args.launcher, cfg.get('env_cfg', {}))
+        if cfg.get('load_from'):
+            cfg.load_from = resolve_checkpoint(cfg.load_from, 'load_from checkpoint')
         runner = RUNNERS.build(cfg)  # cfg.runner_type, mmengine's Runner by default
         check_full_batches(runner)
         runner.train()

@@ -1,9 +1,5 @@
 """Shared input builders for the SSD tests (torch path and API): random, small, reproducible."""
-import importlib
-import importlib.util
 import math
-import sys
-import types
 from typing import Dict, Optional
 
 import torch
@@ -110,16 +106,15 @@ def decay_gradient_errors(inputs: Dict[str, torch.Tensor], mode: str, scan) -> D
     return {n: relative_error(ours[n].grad, ref[n].grad) for n in ('A', 'dt', 'dt_bias')}
 
 
-def mamba_ssm_ssd_combined():
-    """mamba_ssm's ``mamba_ssm.ops.triton.ssd_combined`` module (None if mamba_ssm is not
-    installed), also from an install of its Python files alone: the package's ``__init__``
-    imports its CUDA extension, so the package is entered without it. A shim of the tests and
-    benchmarks, never of dinomamba_mm's own imports."""
-    if 'mamba_ssm' not in sys.modules:
-        spec = importlib.util.find_spec('mamba_ssm')
-        if spec is None:
-            return None
-        package = types.ModuleType('mamba_ssm')
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules['mamba_ssm'] = package
-    return importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
+def stacked(directions: int = 2, **values) -> Dict[str, Optional[torch.Tensor]]:
+    """Keyword arguments of ``ssd_scan_directions`` from per-direction values: a tuple or list
+    (one tensor per direction) is stacked, one tensor shared by every direction is expanded
+    (stride 0, no copy), None stays None. Gradients reach the given tensors."""
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, (tuple, list)):
+            assert len(value) == directions, (name, len(value))
+            out[name] = None if value[0] is None else torch.stack(list(value))
+        else:
+            out[name] = None if value is None else value.expand(directions, *value.shape)
+    return out

@@ -1,4 +1,5 @@
-"""The Triton SSD scan on a GPU: against the PyTorch path, the float64 oracle and mamba_ssm.
+"""The Triton SSD scan on a GPU: against the PyTorch path, the float64 oracle and mamba_ssm
+(also as the op's 'mamba_ssm' backend against the oracle).
 
 ``pytest -m gpu tests/test_ops/test_ssd_gpu.py`` on a CUDA machine (``tools/benchmarks/
 gpu_check.py`` runs it); without CUDA every case is skipped (the same kernels run on CPU under
@@ -17,6 +18,7 @@ there (test_ssd_triton_vs_mamba_ssm's shims): the rehearsal of this module's cod
 ``tools/benchmarks/gpu_check.py --device cpu --tiny`` runs before a GPU does.
 """
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -24,8 +26,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import (decay_gradient_errors, mamba_ssm_ssd_combined,  # noqa: E402
-                       strong_decay_inputs)
+from ssd_cases import decay_gradient_errors, stacked, strong_decay_inputs  # noqa: E402
 
 DEVICE = os.environ.get('DINOMAMBA_SSD_TEST_DEVICE', 'cuda')
 INTERPRETED = DEVICE == 'cpu'
@@ -56,8 +57,8 @@ def kernels_for_the_device():
         yield
         return
     from test_ssd_triton import _gpu_products
-    from test_ssd_triton_vs_mamba_ssm import _cpu_device_context
-    with _gpu_products(tf32=True), _cpu_device_context():
+    import mamba_ssm_shims
+    with _gpu_products(tf32=True), mamba_ssm_shims.cpu_device_context():
         yield
 
 
@@ -84,7 +85,7 @@ def vision_inputs(batch: int, length: int, dtype: torch.dtype, seed: int, heads:
 def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     """Outputs and every input's gradient under fixed random output gradients; the oracle runs
     ``ssd_scan_naive`` per direction in float64."""
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
     from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
     directions = 2 if bidirectional else 1
     leaves = {n: [(t.double() if oracle else t).detach().clone().requires_grad_()
@@ -93,9 +94,8 @@ def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     if oracle:
         ys = [ssd_scan_naive(**a, dt_softplus=True, reverse=bool(k)) for k, a in enumerate(args)]
     elif bidirectional:
-        ys = ssd_scan_bidirectional(*(leaves[n] for n in NAMES[:5]), chunk_size=64,
-                                    D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'],
-                                    dt_softplus=True, impl=impl)
+        ys = ssd_scan_directions(**stacked(**leaves), reverse=(False, True), chunk_size=64,
+                                 dt_softplus=True, impl=impl)
     else:
         ys = [ssd_scan(**args[0], chunk_size=64, dt_softplus=True, impl=impl)]
     g = torch.Generator(device=DEVICE).manual_seed(0)
@@ -122,9 +122,25 @@ def test_triton_matches_the_torch_path(dtype, length, bidirectional):
     assert max(found.values()) <= TOLERANCE[dtype], found
 
 
-@pytest.mark.parametrize('impl', ['triton', 'torch'])
+@pytest.fixture
+def mamba_ssm_importable():
+    """mamba_ssm's ops importable without its CUDA extension, decided afresh by the op."""
+    from dinomamba_mm.ops.ssd import api
+    if importlib.util.find_spec('mamba_ssm') is None:
+        pytest.skip('mamba_ssm is not installed')
+    import mamba_ssm_shims
+    mamba_ssm_shims.enter_without_extension()
+    api._mamba_ssm_unusable.cache_clear()
+
+
+@pytest.mark.parametrize('impl', ['triton', 'torch', 'mamba_ssm'])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
-def test_both_paths_match_the_oracle(dtype, impl):
+def test_both_paths_match_the_oracle(dtype, impl, request):
+    if impl == 'mamba_ssm':
+        if INTERPRETED:
+            pytest.skip("the op refuses impl='mamba_ssm' on CPU tensors; test_ssd_mamba_ssm.py "
+                        'runs that backend under the interpreter')
+        request.getfixturevalue('mamba_ssm_importable')
     inputs = vision_inputs(1, 65 if INTERPRETED else 197, dtype, seed=1, heads=min(HEADS, 4))
     found = errors(scan(inputs, impl, True), scan(inputs, impl, True, oracle=True))
     assert max(found.values()) <= TOLERANCE[dtype], found
@@ -134,11 +150,12 @@ def test_both_paths_match_the_oracle(dtype, impl):
 @pytest.mark.parametrize('impl', ['triton', 'torch'])
 @pytest.mark.parametrize('dt_scale', [2, 8])
 def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
 
     def scan(ours, mode):
         if mode == 'bidirectional':
-            return ssd_scan_bidirectional(**ours, chunk_size=64, dt_softplus=True, impl=impl)
+            return ssd_scan_directions(**stacked(**ours), reverse=(False, True), chunk_size=64,
+                                       dt_softplus=True, impl=impl)
         return ssd_scan(**ours, chunk_size=64, dt_softplus=True, reverse=mode == 'reverse',
                         return_final_states=True, impl=impl)
 
@@ -153,12 +170,13 @@ def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
 @pytest.mark.parametrize('length', (65, ) if INTERPRETED else (197, 1025, 4096))
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
 def test_matches_mamba_chunk_scan_combined(dtype, length):
-    combined = mamba_ssm_ssd_combined()
-    if combined is None:
+    if importlib.util.find_spec('mamba_ssm') is None:
         pytest.skip('mamba_ssm is not installed')
+    import mamba_ssm_shims  # its __init__ imports a CUDA extension a Python-only install skips
+    mamba_ssm_shims.enter_without_extension()
+    combined = importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
     if INTERPRETED:  # its autotuners would time every config with CUDA events: one config each
-        from test_ssd_triton_vs_mamba_ssm import _mamba_chunk_scan
-        _mamba_chunk_scan()
+        mamba_ssm_shims.ssd_combined()
     inputs = vision_inputs(BATCH, length, dtype, seed=length)
     ours = scan(inputs, 'triton', False)
     leaves = {n: inputs[n][0].detach().clone().requires_grad_() for n in NAMES}

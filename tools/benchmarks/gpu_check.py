@@ -34,8 +34,8 @@ parts' processes reuse both.
 
 Each check has one home, those tests and benchmark scripts: this script picks their sizes, runs
 them under budgets and gathers what they print. mamba_ssm is used from its Python files alone
-(its package ``__init__`` imports its CUDA extension): ``tests/test_ops/ssd_cases.py``'s
-``mamba_ssm_ssd_combined`` enters the package without it, as the tests do.
+(its package ``__init__`` imports its CUDA extension): ``tests/test_ops/mamba_ssm_shims.py``
+enters the package without it, as the tests do.
 
 ``--device cpu --tiny`` runs every part on CPU at small sizes, one thread each, the rehearsal
 before a GPU does (tests/test_tools/test_gpu_check.py runs it): (a) the same tests under Triton's
@@ -84,6 +84,7 @@ the compiled kernels do not use) and the same install from a cold cache (4 s): t
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import os.path as osp
 import shutil
@@ -223,16 +224,19 @@ def describe_setup(device: str, tee: Tee) -> bool:
 
 
 def mamba_ssm_module():
-    """mamba_ssm's ssd_combined module through the tests' shim (None if it is not installed)."""
+    """mamba_ssm's ssd_combined module through the tests' shims (None if it is not installed)."""
+    if importlib.util.find_spec('mamba_ssm') is None:
+        return None
     sys.path.insert(0, osp.join(ROOT, 'tests', 'test_ops'))
-    from ssd_cases import mamba_ssm_ssd_combined
-    return mamba_ssm_ssd_combined()
+    import mamba_ssm_shims
+    mamba_ssm_shims.enter_without_extension()
+    return importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
 
 
 def scan_speed(device: str, tiny: bool) -> None:
     """Part b in its child process: ssd.py's table, ours at each chunk size against mamba_ssm
     x2 (on CPU, interpreted: each of mamba_ssm's autotuners keeps one config and its launches
-    get a CPU context, the shims of test_ssd_triton_vs_mamba_ssm)."""
+    get a CPU context, the shims of tests/test_ops/mamba_ssm_shims.py)."""
     import contextlib
 
     import torch
@@ -245,9 +249,9 @@ def scan_speed(device: str, tiny: bool) -> None:
     else:
         with_mamba = True
         if device == 'cpu':
-            from test_ssd_triton_vs_mamba_ssm import _cpu_device_context, _mamba_chunk_scan
-            _mamba_chunk_scan()
-            context = _cpu_device_context()
+            import mamba_ssm_shims
+            mamba_ssm_shims.ssd_combined()
+            context = mamba_ssm_shims.cpu_device_context()
     with context:
         ssd.run(TINY_SPEED_SHAPES if tiny else SPEED_SHAPES, torch.device(device),
                 torch.float32 if tiny else torch.bfloat16, repeats=1 if tiny else 10,

@@ -6,9 +6,7 @@ import torch
 
 from dinomamba_mm.argument_checks import (check_argument, check_choice, check_int,
                                           check_number, is_int)
-
-#: modes of ``F.interpolate`` on a 2-D grid (the position-embedding resize)
-INTERPOLATE_MODES = ('nearest', 'bilinear', 'bicubic', 'area', 'nearest-exact')
+from ..layers.pos_embed import INTERPOLATE_MODES
 
 
 def check_arch_fields(arch: Mapping, fields: Sequence[str]) -> None:
@@ -90,16 +88,25 @@ def init_cfg_from_pretrained(backbone: str, pretrained: Optional[str],
 
 
 def check_image_input(inputs: Any, in_channels: int, patch_size: int,
-                      pad_to_patch: bool) -> None:
+                      pad_to_patch: bool, weight_dtype: torch.dtype) -> None:
     """Check a batch of images (B, C, H, W) before the patch embedding.
 
     Raises:
-        TypeError: not a tensor.
+        TypeError: not a tensor, or of another dtype than the weights ``weight_dtype`` outside
+            autocast (the convolution failed naming the bias' type).
         ValueError: not 4-D, ``C != in_channels``, or H / W not a multiple of ``patch_size``
             while ``pad_to_patch`` is False.
     """
     if not isinstance(inputs, torch.Tensor):
         raise TypeError(f'input must be a torch.Tensor (B, C, H, W), got {type(inputs).__name__}')
+    device = inputs.device.type
+    autocast = device in ('cpu', 'cuda') and torch.is_autocast_enabled(device)
+    if inputs.dtype != weight_dtype and not (autocast and inputs.is_floating_point()):
+        advice = (f'cast the input (inputs.to({weight_dtype})) or the model (model.to('
+                  f'{inputs.dtype}))' if inputs.is_floating_point() else
+                  'give it as floating-point, normalised images (the data preprocessor does)')
+        raise TypeError(f'input has dtype {inputs.dtype} (shape {tuple(inputs.shape)}), the '
+                        f"backbone's weights {weight_dtype}: {advice}")
     if inputs.dim() != 4:
         raise ValueError(f'input must be (B, C, H, W), got shape {tuple(inputs.shape)}')
     if inputs.shape[1] != in_channels:
@@ -110,6 +117,41 @@ def check_image_input(inputs: Any, in_channels: int, patch_size: int,
         raise ValueError(f'input size {height}x{width} (shape {tuple(inputs.shape)}) is not a '
                          f'multiple of the patch size {patch_size}; resize it or set '
                          'pad_to_patch=True')
+
+
+def available_memory(device: torch.device) -> Optional[int]:
+    """Bytes a new tensor can still take on ``device``: free GPU memory plus what PyTorch's
+    cache holds unused; on the CPU, Linux's MemAvailable. None where it cannot be told."""
+    if device.type == 'cuda':
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if device.type != 'cpu':
+        return None
+    try:
+        with open('/proc/meminfo') as meminfo:
+            line = next(line for line in meminfo if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) * 1024
+
+
+def check_parameter_memory(name: str, arch: Mapping, num_params: int) -> None:
+    """MemoryError before a backbone allocates parameters the default device cannot hold.
+
+    Args:
+        name: the backbone's class name.
+        arch: its arch settings, for the message.
+        num_params: a lower bound of its parameter count (what is sure to be allocated).
+    """
+    device = torch.get_default_device()
+    needed = num_params * torch.empty((), dtype=torch.get_default_dtype()).element_size()
+    available = available_memory(device) if needed >= 2**30 else None
+    if available is None or needed <= available:
+        return
+    raise MemoryError(f'{name}: its parameters need at least {needed / 2**30:.1f} GiB '
+                      f'({num_params / 1e9:.1f} G values for arch {dict(arch)}), '
+                      f'{available / 2**30:.1f} GiB is available on {device}: build a smaller '
+                      'arch')
 
 
 def _pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
