@@ -106,7 +106,7 @@ def test_the_gpu_commands_select_what_the_parts_promise(tmp_path):
         assert status == 'ok', lines[-20:]
         return [line for line in lines if '::' in line]
 
-    assert len(collected('a')) == 54
+    assert len(collected('a')) == 56
     assert collected('d') == [
         'tests/test_runner/test_training_steps.py::test_a_few_iterations_train[dino-full]',
         'tests/test_runner/test_training_steps.py::test_a_few_iterations_train[upernet-full]']

@@ -79,8 +79,7 @@ def test_a_gpu_is_warmed_up_at_every_length():
 def test_one_row_per_chunk_size_and_speed_ups_against_a_chosen_reference(capsys, monkeypatch):
     """Without the minimal listing the speed-ups are against mamba_ssm x2 (here a stand-in: our
     own op at chunk 32, so that the test needs no GPU)."""
-    monkeypatch.setattr(ssd_benchmark, 'mamba_ssm_bidirectional', functools.partial(
-        ssd_benchmark.ours_bidirectional, chunk_size=32))
+    monkeypatch.setattr(ssd_benchmark, 'mamba_ssm_bidirectional', ssd_benchmark.ours_at(32))
     ssd_benchmark.run([SHAPE], torch.device('cpu'), torch.float32, repeats=1,
                       with_sequential=False, with_mamba_ssm=True, memory=False,
                       chunk_sizes=(4, 8), with_minimal=False)

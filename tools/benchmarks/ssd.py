@@ -105,6 +105,13 @@ def ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=OURS_CHUNK):
 ours_bidirectional.stacked = True  # takes (2, ...) stacks, not per-direction pairs
 
 
+def ours_at(chunk_size: int) -> Callable:
+    """``ours_bidirectional`` at ``chunk_size``, still marked as taking stacks."""
+    ours = functools.partial(ours_bidirectional, chunk_size=chunk_size)
+    ours.stacked = True
+    return ours
+
+
 def load_baseline(path: str) -> Callable:
     """The bidirectional scan of the standalone module file ``path``, wrapped as a method:
     its ``ssd_scan_directions`` on stacked inputs, or the ``ssd_scan_bidirectional`` (pairs of
@@ -262,7 +269,7 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_seq
         inputs = make_inputs(shape, device, dtype)
         methods: List[Tuple[str, Callable]] = [
             ('ours' if len(chunk_sizes) == 1 else f'ours chunk {chunk}',
-             functools.partial(ours_bidirectional, chunk_size=chunk)) for chunk in chunk_sizes]
+             ours_at(chunk)) for chunk in chunk_sizes]
         methods += [('baseline', baseline)] if baseline is not None else []
         methods += [(MAMBA_SSM, mamba_ssm_bidirectional)] if with_mamba_ssm else []
         methods += [(MINIMAL, minimal_bidirectional)] if with_minimal else []
@@ -293,12 +300,7 @@ def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None
     for shape in QUICK_SHAPES:
         inputs = make_inputs(shape, device, torch.float32)
         for chunk in (256, 128, 64, 48, 32):
-            def ours(x, dt, A, B, C, D, dt_bias, chunk=chunk):
-                return ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=chunk)
-
-            ours.stacked = True
-
-            wall, cpu, mib = measure_interleaved([('ours', ours)], inputs, device, True,
+            wall, cpu, mib = measure_interleaved([('ours', ours_at(chunk))], inputs, device, True,
                                                  repeats, True, memory)['ours']
             print(table_row([*shape[:2], chunk, fmt(wall, 1e3), fmt(cpu, 1e3), fmt(mib)]),
                   flush=True)
