@@ -1,6 +1,5 @@
 """tools/benchmarks/ssd.py: what it measures under each --malloc mode, and its listing against
 the float64 recurrence (the benchmark's reference must itself be right)."""
-import functools
 import math
 import os.path as osp
 import sys
