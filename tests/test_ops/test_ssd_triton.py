@@ -48,13 +48,13 @@ def _import_interpreted_kernels() -> None:
 
 _import_interpreted_kernels()
 
-from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
+from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference  # noqa: E402
 from dinomamba_mm.ops.ssd.triton_chunk import kernel_chunk  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
+from ssd_cases import decay_gradient_errors, stacked, strong_decay_inputs  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
@@ -67,8 +67,9 @@ def ssd_chunk_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_
 
 
 def ssd_bidirectional_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit):
-    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
-                                  dt_limit, impl='triton')
+    return ssd_scan_directions(**stacked(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias),
+                               reverse=(False, True), chunk_size=chunk_size,
+                               dt_softplus=dt_softplus, dt_limit=dt_limit, impl='triton')
 
 
 def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype, seed: int,
@@ -242,13 +243,13 @@ def test_bidirectional_matches_two_oracle_scans(length, chunk_size, shared):
 
 @pytest.mark.parametrize('reverse', [(True,), (False, True, True, False)])
 def test_direction_stack_with_shared_inputs(reverse):
-    """The kernels' contract: each input one stack of K directions (any K) with a reverse flag
-    each; dt, A and dt_bias shared by the directions as expanded views (stride 0), read without
-    a copy; x, B, C, D, z and the initial states per direction. y, the final states and every
-    gradient against the float64 oracle run per direction (the shared inputs' gradients summed
-    over the directions), within 1e-4 relative to max(1, max |reference|)."""
-    from dinomamba_mm.ops.ssd import triton_chunk
-    from dinomamba_mm.ops.ssd.scan_inputs import ScanInputs
+    """The op's contract on the Triton backend: each input one stack of K directions (any K,
+    here 1 and 4 with mixed reverse flags) with a reverse flag each; dt, A and dt_bias shared by
+    the directions as expanded views (stride 0), which the kernels read without a copy; x, B, C,
+    D, z and the initial states per direction. y, the final states and every gradient against
+    the float64 oracle run per direction (the shared inputs' gradients summed over the
+    directions), within 1e-4 relative to max(1, max |reference|)."""
+    from dinomamba_mm.ops.ssd import api, triton_chunk
 
     K, batch, length, heads, groups = len(reverse), 1, 70, 4, 2
     gen = torch.Generator().manual_seed(30)
@@ -257,21 +258,20 @@ def test_direction_stack_with_shared_inputs(reverse):
     stack = {n: torch.stack([t[n] for t in per_direction]) for n in ('x', 'B', 'C', 'z', 'D')}
     stack['initial_states'] = torch.randn(K, batch, heads, 16, 16, generator=gen)
     shared = {n: per_direction[0][n] for n in ('dt', 'A', 'dt_bias')}
-    inp = ScanInputs(
-        x=stack['x'], dt=shared['dt'].expand(K, -1, -1, -1), A=shared['A'].expand(K, -1),
-        B=stack['B'], C=stack['C'], D=stack['D'], z=stack['z'],
-        dt_bias=shared['dt_bias'].expand(K, -1), initial_states=stack['initial_states'],
-        reverse=reverse, chunk_size=64, dt_softplus=True, dt_limit=(0.0, float('inf')),
-        return_final_states=True)
-    read = triton_chunk._kernel_inputs(inp)
-    assert read.dt.data_ptr() == shared['dt'].data_ptr() and read.dt.stride() == inp.dt.stride()
+    ours = _leaves({**stack, **shared}, double=False)
+    args = {**ours, **{n: ours[n].expand(K, *ours[n].shape) for n in shared}}
+    read = triton_chunk._kernel_inputs(api._scan_inputs(
+        **args, reverse=reverse, chunk_size=64, dt_softplus=True, dt_limit=(0.0, float('inf')),
+        return_final_states=True))
+    assert read.dt is args['dt'] and read.dt_bias is args['dt_bias']  # the views, not copies
 
-    y, final = triton_chunk.scan_forward(inp)
+    y, final = ssd_scan_directions(**args, reverse=reverse, chunk_size=64, dt_softplus=True,
+                                   return_final_states=True, impl='triton')
     dy = torch.randn(y.shape, generator=gen)
     d_final = torch.randn(final.shape, generator=gen)
-    grads = triton_chunk.scan_backward(inp, dy, d_final)
+    torch.autograd.backward([y, final], [dy, d_final])
 
-    ref = {n: t.double().requires_grad_() for n, t in {**stack, **shared}.items()}
+    ref = _leaves({**stack, **shared}, double=True)
     outs = [ssd_scan_naive(ref['x'][k], ref['dt'], ref['A'], ref['B'][k], ref['C'][k],
                            D=ref['D'][k], z=ref['z'][k], dt_bias=ref['dt_bias'],
                            dt_softplus=True, initial_states=ref['initial_states'][k],
@@ -281,8 +281,7 @@ def test_direction_stack_with_shared_inputs(reverse):
     _assert_close('final_states', final, ref_final, 1e-4)
     torch.autograd.backward([ref_y, ref_final], [dy.double(), d_final.double()])
     for name, leaf in ref.items():
-        got = grads[name].sum(0) if name in shared else grads[name]
-        _assert_close(f'd{name}', got, leaf.grad, 2e-4)
+        _assert_close(f'd{name}', ours[name].grad, leaf.grad, 2e-4)
 
 
 def test_more_directions_than_reverse_bits_are_refused():
@@ -302,18 +301,18 @@ def test_more_directions_than_reverse_bits_are_refused():
         triton_chunk._kernel_inputs(inp)
 
 
-def test_bidirectional_with_different_strides_per_direction():
-    """Forward x contiguous, backward x a strided view: the wrapper must reconcile the strides."""
-    batch, length, heads, groups = 1, 20, 2, 1
-    fwd = _inputs(batch, length, heads, groups, torch.float32, 3, False, None, False, False)
-    bwd = _inputs(batch, length, heads, groups, torch.float32, 4, False, None, False, False,
-                  strided=True)
-    y_f, y_b = ssd_bidirectional_triton(*((fwd[n], bwd[n]) for n in ('x', 'dt', 'A', 'B', 'C')),
-                                        16, (None, None), (None, None), (None, None), False,
-                                        (0.0, float('inf')))
-    for y, t, reverse in ((y_f, fwd, False), (y_b, bwd, True)):
-        ref = ssd_scan_naive(t['x'], t['dt'], t['A'], t['B'], t['C'], reverse=reverse)
-        _assert_close('y', y, ref, 1e-4)
+def test_stack_of_strided_views():
+    """x, B, C and z of both directions as strided views of one projection (K, B, L, width), as
+    a mixer's in_proj makes them: the kernels read every stride as given."""
+    t = _inputs(2, 20, 2, 1, torch.float32, 3, False, None, True, False, strided=True)
+    args = {n: t[n].unsqueeze(1) for n in ('x', 'dt', 'B', 'C', 'z')}  # the rows as directions
+    assert not args['x'].is_contiguous()
+    args['A'] = t['A'].expand(2, -1)
+    y = ssd_scan_directions(**args, reverse=(False, True), chunk_size=16, impl='triton')
+    for k, reverse in enumerate((False, True)):
+        ref = ssd_scan_naive(*(args[n][k].double() for n in ('x', 'dt', 'A', 'B', 'C')),
+                             z=args['z'][k].double(), reverse=reverse)
+        _assert_close(f'y[{k}]', y[k], ref, 1e-4)
 
 
 def test_public_api_dispatches_to_triton():
@@ -322,7 +321,8 @@ def test_public_api_dispatches_to_triton():
     kwargs = dict(D=tensors['D'], z=tensors['z'], dt_bias=tensors['dt_bias'], dt_softplus=True)
     ref = ssd_scan_naive(*args, **kwargs)
     _assert_close('ssd_scan', ssd_scan(*args, chunk_size=256, impl='triton', **kwargs), ref, 1e-4)
-    y_f, y_b = ssd_scan_bidirectional(*args, chunk_size=32, impl='triton', **kwargs)
+    y_f, y_b = ssd_bidirectional_triton(*args, 32, kwargs['D'], kwargs['z'], kwargs['dt_bias'],
+                                        True, (0.0, float('inf')))
     _assert_close('y_fwd', y_f, ref, 1e-4)
     _assert_close('y_bwd', y_b, ssd_scan_naive(*args, reverse=True, **kwargs), 1e-4)
 
@@ -421,7 +421,8 @@ def test_float64_runs_in_float64():
     _assert_close('y', y, ref_y, 1e-10)
     _assert_close('final_states', final, ref_final, 1e-10)
     pair = {k: v for k, v in kwargs.items() if k not in ('initial_states', 'return_final_states')}
-    y_f, y_b = ssd_scan_bidirectional(*args, chunk_size=16, impl='triton', **pair)
+    y_f, y_b = ssd_bidirectional_triton(*args, 16, pair['D'], pair['z'], pair['dt_bias'], True,
+                                        (0.0, float('inf')))
     assert y_f.dtype == y_b.dtype == torch.float64
     _assert_close('y_bwd', y_b, ssd_scan_naive(*args, reverse=True, **pair), 1e-10)
 

@@ -25,7 +25,7 @@ when the kernels were defined under ``TRITON_INTERPRET=1``.
 """
 import contextlib
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import triton
@@ -66,20 +66,6 @@ def _block(size: int) -> int:
     return max(triton.next_power_of_2(size), _MIN_DOT)
 
 
-def _stacked(field) -> Optional[Tensor]:
-    """One field of :class:`ScanInputs` as a stack of directions (K, ...), or None: a tensor
-    already is one; a tuple of per-direction tensors is stacked (one tensor given for every
-    direction becomes an expanded view, without a copy)."""
-    if field is None or isinstance(field, Tensor):
-        return field
-    first = field[0]
-    if first is None:
-        return None
-    if all(t is first for t in field):
-        return first.unsqueeze(0).expand(len(field), *first.shape)
-    return torch.stack(field)
-
-
 def _strides(t: Optional[Tensor], ndim: int) -> Tuple[int, ...]:
     return tuple(t.stride()) if t is not None else (0,) * ndim
 
@@ -96,14 +82,12 @@ def _kernel_inputs(inp: ScanInputs) -> ScanInputs:
     """The inputs as the kernels read them: each field one stack of directions (K, ...), read
     through its strides; the initial states contiguous float32 (the state passing reads them
     flat). At most MAX_DIRECTIONS directions (their reverse flags are the bits of one int)."""
-    fields = {name: _stacked(getattr(inp, name)) for name in ScanInputs.TENSORS}
     if len(inp.reverse) > MAX_DIRECTIONS:
         raise ValueError(f"impl='triton' scans at most {MAX_DIRECTIONS} directions at once, got "
-                         f"K = {len(inp.reverse)} (x {tuple(fields['x'].shape)}): pass "
-                         "impl='torch'")
-    if fields['initial_states'] is not None:
-        fields['initial_states'] = fields['initial_states'].float().contiguous()
-    return dataclasses.replace(inp, **fields)
+                         f"K = {len(inp.reverse)} (x {tuple(inp.x.shape)}): pass impl='torch'")
+    if inp.initial_states is None:
+        return inp
+    return dataclasses.replace(inp, initial_states=inp.initial_states.float().contiguous())
 
 
 class _Meta:
@@ -328,7 +312,7 @@ def dA_cumsum_bwd(m: _Meta, inp: ScanInputs, dt: Tensor, dA_cumsum: Tensor, grad
 def _device(inp: ScanInputs):
     """Checks that the kernels can run on x; the context that launches them on its device
     (autograd's backward thread sets the current CUDA device itself)."""
-    x = _stacked(inp.x)
+    x = inp.x
     if not (x.is_cuda or kernels.INTERPRETING):
         raise ValueError(
             f'the Triton SSD scan needs CUDA tensors (got device {x.device}) or '
@@ -348,27 +332,29 @@ def _states(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor, Tensor, Tensor, 
     return dt, dA_cumsum, states, final, chunk_cb_fwd(m, inp)
 
 
-def scan_forward(inp: ScanInputs) -> Tuple[Tensor, Tensor]:
-    """y (K, B, L, H, P) in x's dtype and the final states (K, B, H, P, N) float32 of every
-    direction."""
+def forward(inp: ScanInputs) -> Tuple[Tensor, Optional[Tensor]]:
+    """y (K, B, L, H, P) in x's dtype and (if asked for) the final states (K, B, H, P, N)
+    float32 (:func:`backward` recomputes what it needs from the inputs)."""
     with _device(inp):
         kin = _kernel_inputs(inp)
         m = _Meta(kin)
         dt, dA_cumsum, states, final, CB = _states(m, kin)
-        return chunk_scan_fwd(m, kin, CB, dt, dA_cumsum, states), final
+        y = chunk_scan_fwd(m, kin, CB, dt, dA_cumsum, states)
+    return y, final if inp.return_final_states else None
 
 
-def scan_backward(inp: ScanInputs, dy: Optional[Tensor],
-                  d_final: Optional[Tensor]) -> Dict[str, Optional[Tensor]]:
-    """Gradients of every field of ``inp`` (stacks of directions, float32; None for the absent
-    inputs) from those of y (K, B, L, H, P) and of the final states (K, B, H, P, N), None where
-    they got none."""
+def backward(inp: ScanInputs, dy: Optional[Tensor], d_final: Optional[Tensor]) -> List[Tensor]:
+    """Gradients of :meth:`ScanInputs.present` (stacks of directions, in their dtypes) from
+    those of y (K, B, L, H, P) and of the final states (K, B, H, P, N), each None where they got
+    none."""
     with _device(inp):
         kin = _kernel_inputs(inp)
         m = _Meta(kin)
         dt, dA_cumsum, states, _, CB = _states(m, kin)
-        if dy is None:
-            dy = torch.zeros(kin.x.shape, device=m.device, dtype=m.x_dtype)
+        # contiguous: autograd hands y.sum()'s gradient over as a stride-0 expansion, which
+        # the kernels would read through a separate specialisation without vector loads
+        dy = (torch.zeros(kin.x.shape, device=m.device, dtype=m.x_dtype) if dy is None
+              else dy.to(m.x_dtype).contiguous())
         dstates = chunk_scan_bwd_dstates(m, kin, dy, dA_cumsum)
         dstates, ddA_last, d_initial = state_passing_bwd(m, dstates, states, dA_cumsum, d_final)
         grads = chunk_scan_chunk_state_bwd(m, kin, dy, CB, dt, dA_cumsum, states, dstates)
@@ -379,30 +365,7 @@ def scan_backward(inp: ScanInputs, dy: Optional[Tensor],
         dD = grads.dD.view(m.directions, m.batch, m.nheads, -1, m.hdim).sum((1, 3))
         if kin.D.dim() == 2:
             dD = dD.sum(-1)
-    return dict(x=grads.dx, dt=ddt_raw, A=dA, B=grads.dB, C=grads.dC, D=dD, z=grads.dz,
-                dt_bias=ddt_raw.sum((1, 2)) if m.has_bias else None,
-                initial_states=d_initial if kin.initial_states is not None else None)
-
-
-def forward(inp: ScanInputs) -> Tuple[List[Tensor], List[Tensor]]:
-    """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state
-    (B, H, P, N) float32 (:func:`backward` recomputes what it needs from the inputs)."""
-    y, final = scan_forward(inp)
-    # one buffer holds every direction's outputs; an op's outputs must not share memory
-    ys = [y[0]] + [y[k].clone() for k in range(1, y.shape[0])]
-    return ys, [final[0]] if inp.return_final_states else []
-
-
-def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
-             d_finals: List[Optional[Tensor]]) -> List[Tensor]:
-    """Gradients of :meth:`ScanInputs.present` from those of y and of the final state."""
-    x = _stacked(inp.x)
-    dy = None
-    if any(g is not None for g in douts):
-        dy = torch.stack([torch.zeros_like(x[k]) if g is None else g.to(x.dtype)
-                          for k, g in enumerate(douts)])
-    d_final = d_finals[0] if inp.return_final_states else None
-    grads = scan_backward(inp, dy, None if d_final is None else d_final.unsqueeze(0))
-    out = [grads[name][k] for name in ScanInputs.TENSORS
-           for k, t in enumerate(getattr(inp, name)) if t is not None]
-    return [g.to(t.dtype) for g, t in zip(out, inp.present())]
+    found = dict(x=grads.dx, dt=ddt_raw, A=dA, B=grads.dB, C=grads.dC, D=dD, z=grads.dz,
+                 dt_bias=ddt_raw.sum((1, 2)) if m.has_bias else None, initial_states=d_initial)
+    return [found[name].to(t.dtype) for name in ScanInputs.TENSORS
+            if (t := getattr(inp, name)) is not None]
