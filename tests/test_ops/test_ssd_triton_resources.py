@@ -290,6 +290,43 @@ def test_state_bytes_per_token_and_head(chunk_size):
     assert got == dict(forward=2 * state / chunk_size, backward=4 * state / chunk_size)
 
 
+def test_cb_is_computed_once_per_group():
+    """CB = C B^T and its gradient dCB are computed once per group and chunk, not per head: in
+    recorded launches of a forward and backward pass (K 2, B 2, H 8 in G 2, L 197, chunk_size
+    64), the CB kernel runs twice (forward, and the backward's recomputation) and the dCB kernel
+    once, each over K B G = 8 programs per chunk tile (per head: 32), and every kernel that
+    reads CB or dCB gets one (K B G, nchunks, Q, Q) float32 buffer."""
+    from triton.runtime.autotuner import Autotuner
+
+    from dinomamba_mm.ops.ssd import ssd_scan_directions
+    from dinomamba_mm.ops.ssd import triton_kernels as kernels
+
+    K, batch, length, heads, groups, chunk = 2, 2, 197, 8, 2, 64
+    launches = []
+
+    def record(self, *args, grid, warmup=False, **kwargs):
+        grid = grid(dict(kwargs, **self.configs[0].all_kwargs())) if callable(grid) else grid
+        named = dict(zip(self.fn.arg_names, args))
+        launches.append((self.fn.__name__, grid,
+                         {n: tuple(named[n].shape) for n in ('CB_ptr', 'dCB_ptr') if n in named}))
+
+    x = torch.randn(K, batch, length, heads, 16, requires_grad=True)
+    with _patched(Autotuner, 'run', record), _patched(kernels, 'INTERPRETING', True):
+        y = ssd_scan_directions(x, torch.rand(K, batch, length, heads), -torch.rand(K, heads),
+                                torch.randn(K, batch, length, groups, 16),
+                                torch.randn(K, batch, length, groups, 16), reverse=(False, True),
+                                chunk_size=chunk, impl='triton')
+        y.sum().backward()
+    per_group = K * batch * groups
+    buffer = (per_group, -(-length // chunk), chunk, chunk)
+    grids = {name: [g for n, g, _ in launches if n == name]
+             for name in ('_chunk_cb_kernel', '_chunk_scan_bwd_dcb_kernel')}
+    assert [g[0] for g in grids['_chunk_cb_kernel']] == [per_group, per_group]
+    assert [g[0] for g in grids['_chunk_scan_bwd_dcb_kernel']] == [per_group]
+    read = [(name, shape) for name, _, shapes in launches for shape in shapes.values()]
+    assert len(read) == 7 and all(shape == buffer for _, shape in read), read
+
+
 if __name__ == '__main__':
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
         __file__)))))
