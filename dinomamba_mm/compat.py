@@ -207,9 +207,13 @@ def adjust_hue(img: np.ndarray, hue_factor: float, backend=None) -> np.ndarray:
     versions run mmcv's own.
 
     Args:
-        img (ndarray): (H, W, 3) BGR image; uint8 for the pillow backend.
-        hue_factor (float): hue shift in turns, in [-0.5, 0.5].
+        img (np.ndarray): BGR image of shape (H, W, 3); uint8 for the pillow backend.
+        hue_factor (float): Hue shift in turns, in [-0.5, 0.5].
         backend (str, optional): 'cv2' or 'pillow'; None uses mmcv's image backend.
+            Defaults to None.
+
+    Returns:
+        np.ndarray: The hue-shifted image, shape (H, W, 3).
     """
     import cv2
     import mmcv

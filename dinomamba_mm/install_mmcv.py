@@ -121,8 +121,9 @@ class Installer:
     """Runs (or, with ``dry_run``, prints) the pip commands of this module.
 
     Args:
-        constraints (list[str]): pip constraint files given on the command line.
-        dry_run (bool): print the commands instead of running them.
+        constraints (Sequence[str]): pip constraint files given on the command line.
+            Defaults to ().
+        dry_run (bool): Print the commands instead of running them. Defaults to False.
     """
 
     def __init__(self, constraints: Sequence[str] = (), dry_run: bool = False) -> None:

@@ -46,11 +46,11 @@ class PluginRegistry(Registry):
     Args:
         name (str): Registry name, as mmengine's root of the same kind.
         parent (Registry): mmengine's root registry of this kind.
-        locations (list[str]): Packages whose import registers this registry's classes.
-            Defaults to this module, for a registry that holds none of ours: mmengine looks
-            for ``dinomamba_mm.utils.register_all_modules`` in a registry without locations of
-            a scope in its package map, and warns that "dinomamba_mm is not installed" when
-            there is none.
+        locations (List[str], optional): Packages whose import registers this registry's
+            classes. None stands for this module, for a registry that holds none of ours:
+            mmengine looks for ``dinomamba_mm.utils.register_all_modules`` in a registry
+            without locations of a scope in its package map, and warns that "dinomamba_mm is
+            not installed" when there is none. Defaults to None.
     """
 
     def __init__(self, name: str, parent: Registry, locations: Optional[List[str]] = None):

@@ -44,12 +44,14 @@ def class_token_similarity(tokens: torch.Tensor, layout: TokenLayout,
     """Cosine similarity of the read token(s) to each patch.
 
     Args:
-        tokens: (B, L, C) block outputs in sequence order.
-        layout: positions of the read tokens and patches.
-        query: 'mean' (one map of the mean read token) or 'each' (one map per read token).
+        tokens (torch.Tensor): Block outputs in sequence order, shape (B, L, C).
+        layout (TokenLayout): Positions of the read tokens and patches.
+        query (str): 'mean' (one map of the mean read token) or 'each' (one map per read
+            token). Defaults to 'mean'.
 
     Returns:
-        (B, E', h, w) with E' = 1 for 'mean', else the number of read tokens.
+        torch.Tensor: The maps, shape (B, E', h, w) with E' = 1 for 'mean', else the number
+        of read tokens.
     """
     check_choice('query', query, QUERY_MODES)
     tokens = tokens.float()
@@ -66,12 +68,12 @@ def class_token_attention(rows: torch.Tensor, layout: TokenLayout,
     """Patch part of the read tokens' rows of a mixing matrix.
 
     Args:
-        rows: (B, H, E, L): the rows of M at ``layout.read``.
-        layout: token layout of the sequence.
-        query: 'mean' averages the E rows, 'each' keeps them.
+        rows (torch.Tensor): The rows of M at ``layout.read``, shape (B, H, E, L).
+        layout (TokenLayout): Token layout of the sequence.
+        query (str): 'mean' averages the E rows, 'each' keeps them. Defaults to 'mean'.
 
     Returns:
-        (B, E' * H, h, w), read-token major.
+        torch.Tensor: The maps, shape (B, E' * H, h, w), read-token major.
     """
     check_choice('query', query, QUERY_MODES)
     if query == 'mean':
@@ -132,16 +134,21 @@ def extract_class_token_maps(backbone: nn.Module,
     """Class-token maps of chosen blocks for a batch of images.
 
     Args:
-        backbone: mmpretrain VisionTransformer, LinearViT, DinoVim or DinoMambaReg.
-        inputs: (B, 3, H, W) preprocessed images.
-        layer_indices: blocks to read (negative counts from the end).
-        map_type: 'similarity' or 'attention' (see the module docstring).
-        query: 'mean' or 'each' over the read tokens (class token / registers).
-        mamba_kinds: which of the matrices to map of a mixer that gives several (the Mamba-2
-            mixer: 'forward', 'backward', 'combined'); a mixer with one matrix maps it.
+        backbone (nn.Module): mmpretrain VisionTransformer, LinearViT, DinoVim or
+            DinoMambaReg.
+        inputs (torch.Tensor): Preprocessed images, shape (B, 3, H, W).
+        layer_indices (Sequence[int]): Blocks to read (negative counts from the end).
+            Defaults to (-1, ).
+        map_type (str): 'similarity' or 'attention' (see the module docstring).
+            Defaults to 'similarity'.
+        query (str): 'mean' or 'each' over the read tokens (class token / registers).
+            Defaults to 'mean'.
+        mamba_kinds (Sequence[str]): Which of the matrices to map of a mixer that gives
+            several (the Mamba-2 mixer: 'forward', 'backward', 'combined'); a mixer with one
+            matrix maps it. Defaults to ('combined', ).
 
     Returns:
-        :class:`ClassTokenMaps`; K = E' (similarity) or E' * kinds * heads (attention).
+        ClassTokenMaps: The maps with K = E' (similarity) or E' * kinds * heads (attention).
     """
     check_choice('map_type', map_type, MAP_TYPES)
     check_choice('query', query, QUERY_MODES)

@@ -17,9 +17,12 @@ def foreground_mask(label: np.ndarray, background_ids: Sequence[int],
     """(H, W) float mask of a label map: 1 foreground, 0 background, 0.5 ignored.
 
     Args:
-        label: (H, W) integer label ids.
-        background_ids: ids counted as background.
-        ignore_ids: ids left out (drawn grey).
+        label (np.ndarray): Integer label ids, shape (H, W).
+        background_ids (Sequence[int]): Ids counted as background.
+        ignore_ids (Sequence[int]): Ids left out (drawn grey).
+
+    Returns:
+        np.ndarray: The float32 mask, shape (H, W).
     """
     mask = np.full(label.shape, IGNORED, dtype=np.float32)
     valid = ~np.isin(label, ignore_ids)
@@ -60,11 +63,14 @@ def save_maps_side_by_side(images: Sequence[np.ndarray], masks: Sequence[np.ndar
     panel title, a colour bar each), the foreground mask.
 
     Args:
-        images: R images (H, W, 3) uint8 RGB.
-        masks: R masks (H, W) from :func:`foreground_mask`.
-        columns: (name, R maps (H, W), R per-image Binary-AUCs) per model, in column order.
-        path: PNG path.
-        title: figure title (e.g. what the maps are and the mean Binary-AUC of each model).
+        images (Sequence[np.ndarray]): R uint8 RGB images, each of shape (H, W, 3).
+        masks (Sequence[np.ndarray]): R masks from :func:`foreground_mask`, each of shape
+            (H, W).
+        columns (Sequence[tuple]): One ``(name, maps, aucs)`` per model, in column order:
+            its name, R maps of shape (H, W) and R per-image Binary-AUCs.
+        path (str): Path of the PNG file written.
+        title (str): Figure title (e.g. what the maps are and the mean Binary-AUC of each
+            model). Defaults to ''.
     """
     num_rows = len(images)
     if num_rows == 0 or len(masks) != num_rows:

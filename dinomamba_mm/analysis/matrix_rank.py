@@ -56,13 +56,15 @@ def block_ranks(matrix: Union[np.ndarray, torch.Tensor],
     """Ranks and spectra of the C x C blocks of mixing matrices.
 
     Args:
-        matrix: (..., L, L), e.g. (B, H, L, L); the leading axes are batched.
-        block_size: C, 1 <= C <= L.
+        matrix (np.ndarray | torch.Tensor): Mixing matrices of shape (..., L, L), e.g.
+            (B, H, L, L); the leading axes are batched.
+        block_size (int): The block size C, 1 <= C <= L.
 
     Returns:
-        {'diagonal' | 'lower' | 'upper': {'numerical_rank': (..., nb) int,
-        'effective_rank': (..., nb) float, 'singular_values': (..., nb, C) float64}} where nb
-        is the number of blocks of that kind (empty when there is only one block per row).
+        Dict[str, Dict[str, np.ndarray]]: For each of 'diagonal', 'lower' and 'upper', a dict
+        of 'numerical_rank' (..., nb) int, 'effective_rank' (..., nb) float and
+        'singular_values' (..., nb, C) float64, where nb is the number of blocks of that kind
+        (empty when there is only one block per row).
     """
     matrix = _float64(matrix)
     if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:

@@ -22,10 +22,18 @@ from dinomamba_mm.models.layers import mixing_matrix_of
 
 def mixer_mixing_matrices(mixer: nn.Module, x: torch.Tensor,
                           rows: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
-    """The mixing matrices of a token mixer for its input x (B, L, D), without autograd.
+    """The mixing matrices of a token mixer for its input, without autograd.
+
+    Args:
+        mixer (nn.Module): A token mixer: it has a ``mixing_matrix`` method or one is
+            registered for its class.
+        x (torch.Tensor): The mixer's input, shape (B, L, D).
+        rows (torch.Tensor | slice, optional): The R query rows of M to form, an index tensor
+            or a slice into the L rows; None forms all L. Defaults to None.
 
     Returns:
-        OrderedDict name -> (B, H, R, L) float32, as the mixer's ``mixing_matrix`` gives it.
+        Dict[str, torch.Tensor]: An OrderedDict of name to float32 matrix of shape
+        (B, H, R, L), as the mixer's ``mixing_matrix`` gives it.
     """
     mixing_matrix = mixing_matrix_of(mixer)
     if mixing_matrix is None:

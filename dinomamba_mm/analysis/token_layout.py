@@ -9,10 +9,10 @@ class TokenLayout(NamedTuple):
     """Positions in the sequence of one backbone for one patch grid.
 
     Attributes:
-        read: (E,) positions of the tokens whose maps are wanted: the class token, or the
-            registers of a register model.
-        patches: (h * w,) positions of the patch tokens in raster order.
-        grid: the patch grid (h, w).
+        read (torch.Tensor): Positions of the tokens whose maps are wanted, shape (E,): the
+            class token, or the registers of a register model.
+        patches (torch.Tensor): Positions of the patch tokens in raster order, shape (h * w,).
+        grid (Tuple[int, int]): The patch grid (h, w).
     """
     read: torch.Tensor
     patches: torch.Tensor

@@ -35,10 +35,11 @@ class ModuleWeights(NamedTuple):
     """Weights found in a checkpoint.
 
     Attributes:
-        state_dict: keys as in the module.
-        module_path: where they sit in the checkpoint ('teacher.backbone', '' for the top
-            level; 'teacher' / 'student' in a DINO reference file).
-        layouts: the checkpoint's ``{module path: token-layout record}`` (see :mod:`.layout`).
+        state_dict (OrderedDict[str, torch.Tensor]): The weights, keys as in the module.
+        module_path (str): Where they sit in the checkpoint ('teacher.backbone', '' for the
+            top level; 'teacher' / 'student' in a DINO reference file).
+        layouts (dict): The checkpoint's ``{module path: token-layout record}`` (see
+            :mod:`.layout`).
     """
     state_dict: 'OrderedDict[str, torch.Tensor]'
     module_path: str
@@ -112,13 +113,18 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
     """The weights of one module in a loaded checkpoint (see the module docstring).
 
     Args:
-        checkpoint: what ``torch.load`` returned.
-        name: how errors name the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
-        prefix: key prefix of the module in the state dict: 'auto' (the first of
-            :data:`AUTO_PREFIXES` present, else none), None or '' for the whole state dict, or
-            one that must be there.
-        network: 'teacher' or 'student': which state dict of a DINO reference file.
-        teacher_only: with ``prefix='auto'``, refuse weights that are not a DINO teacher's.
+        checkpoint (dict): What ``torch.load`` returned.
+        name (str): How errors name the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
+        prefix (str, optional): Key prefix of the module in the state dict: 'auto' (the first
+            of :data:`AUTO_PREFIXES` present, else none), None or '' for the whole state dict,
+            or one that must be there. Defaults to 'auto'.
+        network (str): 'teacher' or 'student': which state dict of a DINO reference file.
+            Defaults to 'teacher'.
+        teacher_only (bool): With ``prefix='auto'``, refuse weights that are not a DINO
+            teacher's. Defaults to False.
+
+    Returns:
+        ModuleWeights: The module's weights, where they sit and their token layout.
 
     Raises:
         CheckpointError: naming the checkpoint, what was looked for and the keys it holds.

@@ -276,8 +276,9 @@ def check_checkpoint_file(filename: str, what: str = 'checkpoint') -> None:
     (URLs) pass unchecked.
 
     Args:
-        filename: path (or URL) of the checkpoint.
-        what: how the error names the file, e.g. ``'--resume checkpoint'``.
+        filename (str | os.PathLike): Path (or URL) of the checkpoint.
+        what (str): How the error names the file, e.g. ``'--resume checkpoint'``.
+            Defaults to 'checkpoint'.
 
     Raises:
         FileNotFoundError: no such file.
@@ -298,10 +299,15 @@ def load_local(filename: str, map_location=None, weights_only: Optional[bool] = 
     """mmengine's loader of local checkpoint files, after :func:`check_checkpoint_file`.
 
     Args:
-        filename: local path.
-        map_location: as :func:`torch.load`'s.
-        weights_only: as :func:`torch.load`'s; None is torch's default (the safe unpickler
-            from torch 2.6 on, unless ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` is set).
+        filename (str): Local path of the checkpoint.
+        map_location (str | torch.device | Callable | dict, optional): As
+            :func:`torch.load`'s. Defaults to None.
+        weights_only (bool, optional): As :func:`torch.load`'s; None is torch's default (the
+            safe unpickler from torch 2.6 on, unless ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` is
+            set). Defaults to None.
+
+    Returns:
+        dict: The loaded checkpoint.
 
     Raises:
         CheckpointError: the file is no intact checkpoint.

@@ -31,11 +31,11 @@ class CheckedPretrainedInit(PretrainedInit):
     init_cfg (the ViT configs).
 
     Args:
-        checkpoint (str): path or URL.
-        prefix (str, optional): key prefix of the module's weights; None for the whole state
-            dict.
-        map_location (str): as :func:`torch.load`'s.
-        allow_non_finite (bool): load tensors holding NaN or Inf.
+        checkpoint (str): Path or URL of the checkpoint.
+        prefix (str, optional): Key prefix of the module's weights; None for the whole state
+            dict. Defaults to None.
+        map_location (str): As :func:`torch.load`'s. Defaults to 'cpu'.
+        allow_non_finite (bool): Load tensors holding NaN or Inf. Defaults to False.
     """
     strict = False
     network = 'teacher'
@@ -72,12 +72,14 @@ class PaperCheckpointInit(CheckedPretrainedInit):
     features with ``token_layout='paper'`` (and ``img_size=112`` for MambaR).
 
     Args:
-        checkpoint (str): path or URL.
-        source (str): 'teacher' or 'student', for raw paper checkpoints.
-        prefix (str, optional): key prefix of the backbone in mmengine checkpoints; 'auto'
+        checkpoint (str): Path or URL of the checkpoint.
+        source (str): 'teacher' or 'student', for raw paper checkpoints. Defaults to
+            'teacher'.
+        prefix (str, optional): Key prefix of the backbone in mmengine checkpoints; 'auto'
             takes ``teacher.backbone.``, else ``backbone.``, else the whole state dict.
-        map_location (str): as :func:`torch.load`'s.
-        allow_non_finite (bool): load tensors holding NaN or Inf.
+            Defaults to 'auto'.
+        map_location (str): As :func:`torch.load`'s. Defaults to 'cpu'.
+        allow_non_finite (bool): Load tensors holding NaN or Inf. Defaults to False.
     """
     strict = True
 

@@ -69,10 +69,10 @@ def hand_recorded_grids(module: nn.Module, state_dict: Mapping, records: Mapping
     dict records itself is kept).
 
     Args:
-        module: the module ``state_dict`` is loaded into.
-        state_dict: its weights (an OrderedDict; its ``_metadata`` is created if missing).
-        records: ``{module path in the checkpoint: record}``.
-        module_path: where ``module``'s weights sit in the checkpoint.
+        module (nn.Module): The module ``state_dict`` is loaded into.
+        state_dict (OrderedDict): Its weights; their ``_metadata`` is created if missing.
+        records (Mapping[str, dict]): ``{module path in the checkpoint: record}``.
+        module_path (str): Where ``module``'s weights sit in the checkpoint.
     """
     metadata = getattr(state_dict, '_metadata', None)
     metadata = OrderedDict() if metadata is None else metadata
@@ -91,12 +91,13 @@ def check_layouts(module: nn.Module, records: Mapping[str, dict], module_path: s
     module it is loaded into.
 
     Args:
-        module: the module ``state_dict`` is loaded into.
-        records: ``{module path: record}`` of the checkpoint.
-        module_path: where ``module``'s weights sit in the checkpoint ('' for its top level).
-        state_dict: the weights loaded into ``module``; submodules it holds no key of (a linear
-            head only) are not checked.
-        name: how the error names the checkpoint.
+        module (nn.Module): The module ``state_dict`` is loaded into.
+        records (Mapping[str, dict]): ``{module path: record}`` of the checkpoint.
+        module_path (str): Where ``module``'s weights sit in the checkpoint ('' for its top
+            level).
+        state_dict (Mapping): The weights loaded into ``module``; submodules it holds no key of
+            (a linear head only) are not checked.
+        name (str): How the error names the checkpoint.
 
     No record (a checkpoint written before records existed, or by another code base) is logged
     as a warning.

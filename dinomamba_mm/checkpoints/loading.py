@@ -51,8 +51,12 @@ def resolve_checkpoint(filename: str, what: str = 'checkpoint') -> str:
     it after the process group started), another URL as it is.
 
     Args:
-        filename (str): path or URL.
-        what (str): how an error names the file, e.g. ``'--resume checkpoint'``.
+        filename (str): Path or URL of the checkpoint.
+        what (str): How an error names the file, e.g. ``'--resume checkpoint'``.
+            Defaults to 'checkpoint'.
+
+    Returns:
+        str: The checked local path, the download's path or the other URL.
     """
     if is_local_path(filename):
         check_checkpoint_file(filename, what)
@@ -136,16 +140,18 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
     clear error. The keys are compared after the pre-hooks, as torch compares them.
 
     Args:
-        module: the module to fill.
-        state_dict: the tensors to load (not modified).
-        source: how the error names the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
-        strict: also refuse missing and unexpected keys; otherwise only a state dict none of
-            whose keys is the module's, and shape mismatches, are refused.
-        advice: a sentence appended to the error (how to proceed or opt out).
-        allow_non_finite: load tensors holding NaN or Inf (:func:`check_finite`).
+        module (nn.Module): The module to fill.
+        state_dict (Mapping[str, torch.Tensor]): The tensors to load (not modified).
+        source (str): How the error names the checkpoint, e.g. ``"checkpoint 'a.pth'"``.
+        strict (bool): Also refuse missing and unexpected keys; otherwise only a state dict
+            none of whose keys is the module's, and shape mismatches, are refused.
+        advice (str): A sentence appended to the error (how to proceed or opt out).
+            Defaults to ''.
+        allow_non_finite (bool): Load tensors holding NaN or Inf (:func:`check_finite`).
+            Defaults to False.
 
     Returns:
-        the missing and unexpected keys (empty when ``strict``).
+        LoadReport: The missing and unexpected keys (empty when ``strict``).
 
     Raises:
         CheckpointError: listing the missing / unexpected keys (counts in full, the first
@@ -234,12 +240,19 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
     layout of each module with one (:mod:`.layout`), finiteness (:func:`check_finite`).
 
     Args:
-        module: the module the weights are for.
-        checkpoint: path or URL (:func:`read_checkpoint`), or a loaded checkpoint (then
-            ``filename`` names it in errors).
-        prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
-        allow_non_finite: accept tensors holding NaN or Inf.
-        map_location: as :func:`torch.load`'s.
+        module (nn.Module): The module the weights are for.
+        checkpoint (str | Mapping): Path or URL (:func:`read_checkpoint`), or a loaded
+            checkpoint (then ``filename`` names it in errors).
+        prefix (str, optional): Key prefix of the module's weights, as in
+            :func:`.backbone_weights.find_backbone_weights`. Defaults to 'auto'.
+        network (str): Which state dict of a DINO reference file, 'teacher' or 'student'.
+            Defaults to 'teacher'.
+        allow_non_finite (bool): Accept tensors holding NaN or Inf. Defaults to False.
+        map_location (str): As :func:`torch.load`'s. Defaults to 'cpu'.
+        filename (str, optional): How errors name a loaded ``checkpoint``. Defaults to None.
+
+    Returns:
+        ModuleWeights: The checked weights, and where they were found.
     """
     checkpoint = _path_or_checkpoint(checkpoint)
     name = _name(checkpoint, filename)
@@ -261,8 +274,22 @@ def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
     """Load the weights of ``module`` from ``checkpoint`` (:func:`find_checked`) with
     :func:`load_state_dict_checked`; ``strict=False`` logs missing and unexpected keys.
 
+    Args:
+        module (nn.Module): The module to fill.
+        checkpoint (str | Mapping): Path or URL, or a loaded checkpoint (then ``filename``
+            names it in errors).
+        prefix (str, optional): Key prefix of the module's weights, as in
+            :func:`.backbone_weights.find_backbone_weights`. Defaults to 'auto'.
+        network (str): Which state dict of a DINO reference file, 'teacher' or 'student'.
+            Defaults to 'teacher'.
+        strict (bool): Also refuse missing and unexpected keys. Defaults to True.
+        allow_non_finite (bool): Load tensors holding NaN or Inf. Defaults to False.
+        map_location (str): As :func:`torch.load`'s. Defaults to 'cpu'.
+        advice (str): A sentence appended to a load error. Defaults to ''.
+        filename (str, optional): How errors name a loaded ``checkpoint``. Defaults to None.
+
     Returns:
-        the weights loaded, and where they were found.
+        ModuleWeights: The weights loaded, and where they were found.
     """
     checkpoint = _path_or_checkpoint(checkpoint)
     weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,

@@ -63,7 +63,7 @@ def register_models() -> List[str]:
     (:class:`ZooEntry`). Registering again replaces the entries.
 
     Returns:
-        the names registered.
+        List[str]: The names registered.
 
     Raises:
         FileNotFoundError: the package has no ``.mim/model-index.yml`` (a checkout that was

@@ -55,8 +55,9 @@ class DINOMultiCrop(MultiView):
         local_crop_scale (tuple): (min, max) area range of local crops, as above. Defaults to
             (0.05, 0.4).
         flip_prob (float): Horizontal flip probability. Defaults to 0.5.
-        color_jitter (dict, optional): mmpretrain ``ColorJitter`` arguments. Defaults to
-            ``dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)``.
+        color_jitter (dict, optional): mmpretrain ``ColorJitter`` arguments; None stands for
+            DINO's ``dict(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)``.
+            Defaults to None.
         color_jitter_prob (float): Probability of the colour jitter. Defaults to 0.8.
         grayscale_prob (float): Grayscale probability (luma weights on BGR). Defaults to 0.2.
         blur_radius_range (tuple): (min, max) blur radius, 0 <= min <= max < inf. Defaults
@@ -68,8 +69,8 @@ class DINOMultiCrop(MultiView):
         solarize_thr (float): Pixels >= this are inverted, in [0, 256]. Defaults to 128.
         interpolation (str): Resize interpolation of the crops: 'nearest', 'bilinear',
             'bicubic', 'lanczos', or with ``backend='cv2'`` also 'area'. Defaults to 'bicubic'.
-        backend (str): Resize backend, 'pillow' or 'cv2'. Defaults to 'pillow' (as
-            torchvision / DINO).
+        backend (str): Resize backend, 'pillow' (as torchvision / DINO) or 'cv2'.
+            Defaults to 'pillow'.
 
     Raises:
         TypeError: naming the argument and its value, when it has the wrong type (e.g. a

@@ -59,8 +59,8 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
     already loaded (``img`` without ``img_path``) is passed through.
 
     Args:
-        ignore_empty: skip unreadable files instead of stopping.
-        **kwargs: the other arguments of mmcv's ``LoadImageFromFile``.
+        ignore_empty (bool): Skip unreadable files instead of stopping. Defaults to False.
+        **kwargs: The other arguments of mmcv's ``LoadImageFromFile``.
     """
 
     def __init__(self, ignore_empty: bool = False, **kwargs) -> None:

@@ -21,8 +21,9 @@ class LoadSegAnnotations(LoadAnnotations):
     inside the loss.
 
     Args:
-        num_classes: the dataset's classes; None leaves the ids unchecked.
-        ignore_index: the id the loss and the metrics leave out.
+        num_classes (int, optional): The number of the dataset's classes; None leaves the ids
+            unchecked. Defaults to None.
+        ignore_index (int): The id the loss and the metrics leave out. Defaults to 255.
         **kwargs: mmseg's ``LoadAnnotations`` arguments.
     """
 

@@ -23,9 +23,9 @@ class FreezeLastLayerHook(Hook):
 
     Args:
         freeze_epochs (int): Number of leading epochs with the module frozen. Defaults to 1.
-        module_name (str): Dotted name of the module in the model. Defaults to
-            ``'neck.last_layer'`` (the student's :class:`DINOProjectionHead` in
-            :class:`DINO`).
+        module_name (str): Dotted name of the module in the model; the default is the last
+            layer of the student's :class:`DINOProjectionHead` in :class:`DINO`.
+            Defaults to 'neck.last_layer'.
     """
 
     def __init__(self, freeze_epochs: int = 1, module_name: str = 'neck.last_layer') -> None:

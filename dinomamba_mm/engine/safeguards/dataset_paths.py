@@ -77,8 +77,10 @@ def check_dataset_paths(cfg: Mapping, loaders=('train_dataloader', 'val_dataload
     config fields it is made of (``data_root + ann_file``, ...) and the layout expected.
 
     Args:
-        cfg: a whole config (dict-like); dataloaders that are None or absent are skipped.
-        loaders: which dataloader fields to check.
+        cfg (Mapping): A whole config (dict-like); dataloaders that are None or absent are
+            skipped.
+        loaders (Sequence[str]): Which dataloader fields to check.
+            Defaults to ('train_dataloader', 'val_dataloader', 'test_dataloader').
 
     Raises:
         FileNotFoundError: some paths do not exist.

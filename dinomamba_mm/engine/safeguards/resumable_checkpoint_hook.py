@@ -44,9 +44,11 @@ class ResumableCheckpointHook(CheckpointHook):
     Args:
         max_keep_ckpts (int): The most checkpoints kept (``iter_N.pth`` / ``epoch_N.pth``);
             -1 or 0 keeps all. Defaults to -1.
-        backend_args (dict, optional): mmengine's file backend arguments. Defaults to
-            ``dict(backend='atomic_local')``.
-        *args, **kwargs: the other arguments of mmengine's ``CheckpointHook``.
+        backend_args (dict, optional): mmengine's file backend arguments; None stands for
+            ``dict(backend='atomic_local')`` unless ``file_client_args`` is given.
+            Defaults to None.
+        *args: The other positional arguments of mmengine's ``CheckpointHook``.
+        **kwargs: The other keyword arguments of mmengine's ``CheckpointHook``.
     """
 
     def __init__(self, *args, max_keep_ckpts: int = -1, backend_args: Optional[dict] = None,

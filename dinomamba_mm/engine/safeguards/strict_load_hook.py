@@ -30,8 +30,8 @@ class StrictLoadHook(Hook):
     ``--no-strict-load``; add it to a config to get the same under other tools.
 
     Args:
-        allow_non_finite (bool): load tensors holding NaN or Inf (``tools/test.py
-            --allow-non-finite``).
+        allow_non_finite (bool): Load tensors holding NaN or Inf (``tools/test.py
+            --allow-non-finite``). Defaults to False.
     """
 
     priority = 'LOWEST'  # after hooks that edit the loaded checkpoint

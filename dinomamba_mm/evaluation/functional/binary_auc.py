@@ -109,12 +109,14 @@ def binary_auc_histograms(score_map: ArrayLike, fg_mask: ArrayLike,
     pooled-pixel ROC curve and AUC.
 
     Args:
-        score_map: float scores (H, W) or (N, H, W).
-        fg_mask: bool foreground mask of the same shape.
-        num_thresholds: T, the number of bins / thresholds (in [2, ``MAX_NUM_THRESHOLDS``]).
+        score_map (torch.Tensor | np.ndarray): Float scores, shape (H, W) or (N, H, W).
+        fg_mask (torch.Tensor | np.ndarray): Bool foreground mask of the same shape.
+        num_thresholds (int): T, the number of bins / thresholds (in
+            [2, ``MAX_NUM_THRESHOLDS``]). Defaults to 1000.
 
     Returns:
-        (fg_hist, bg_hist): int64 arrays (N, T) ((1, T) for a single map).
+        Tuple[np.ndarray, np.ndarray]: ``(fg_hist, bg_hist)``, int64 arrays of shape (N, T)
+        ((1, T) for a single map).
     """
     check_num_thresholds(num_thresholds)
     scores, mask, _ = _check_inputs(score_map, fg_mask)
@@ -174,12 +176,13 @@ def auc_from_histograms(fg_hist: np.ndarray, bg_hist: np.ndarray) -> np.ndarray:
     """Area under the ROC curve traced by thresholds at the bin edges.
 
     Args:
-        fg_hist: foreground counts (..., T), bin 0 = lowest scores.
-        bg_hist: background counts (..., T).
+        fg_hist (np.ndarray): Foreground counts of shape (..., T), bin 0 = lowest scores.
+        bg_hist (np.ndarray): Background counts of shape (..., T).
 
     Returns:
-        AUC (...,) float64: sum over bins of bg_k * (fg above bin k + fg_k / 2) / (|FG| |BG|),
-        which is the trapezoidal area under (FPR, TPR). NaN where a class is empty.
+        np.ndarray: The float64 AUC of shape (...,): sum over bins of
+        bg_k * (fg above bin k + fg_k / 2) / (|FG| |BG|), which is the trapezoidal area under
+        (FPR, TPR). NaN where a class is empty.
     """
     fg_hist = np.asarray(fg_hist, dtype=np.float64)
     bg_hist = np.asarray(bg_hist, dtype=np.float64)
@@ -194,10 +197,13 @@ def roc_from_histograms(fg_hist: np.ndarray,
     """ROC points (FPR, TPR) of thresholds from above the top bin down to 0.
 
     Args:
-        fg_hist, bg_hist: counts (T,), bin 0 = lowest scores, both classes non-empty.
+        fg_hist (np.ndarray): Foreground counts of shape (T,), bin 0 = lowest scores; not all
+            zero.
+        bg_hist (np.ndarray): Background counts of shape (T,), likewise; not all zero.
 
     Returns:
-        (fpr, tpr): float64 arrays (T + 1,), both rising from 0 to 1.
+        Tuple[np.ndarray, np.ndarray]: ``(fpr, tpr)``, float64 arrays of shape (T + 1,), both
+        rising from 0 to 1.
     """
     fg_hist = np.asarray(fg_hist, dtype=np.float64)
     bg_hist = np.asarray(bg_hist, dtype=np.float64)
@@ -219,16 +225,18 @@ def binary_auc(score_map: ArrayLike,
     """Binary-AUC of one map or of N maps.
 
     Args:
-        score_map: float scores, (H, W) or (N, H, W); a tensor (any device) or an ndarray.
-            No NaN / inf.
-        fg_mask: bool, same shape; True = foreground.
-        mode: ``'exact'`` (rank-based, equal to ``sklearn.metrics.roc_auc_score``) or
+        score_map (torch.Tensor | np.ndarray): Float scores of shape (H, W) or (N, H, W); a
+            tensor (any device) or an ndarray. No NaN / inf.
+        fg_mask (torch.Tensor | np.ndarray): Bool mask of the same shape; True = foreground.
+        mode (str): ``'exact'`` (rank-based, equal to ``sklearn.metrics.roc_auc_score``) or
             ``'binned'`` (``num_thresholds`` equal bins of the min-max normalised map).
-        num_thresholds: T for ``'binned'`` (in [2, ``MAX_NUM_THRESHOLDS``]); ignored by
-            ``'exact'``.
+            Defaults to 'exact'.
+        num_thresholds (int): T for ``'binned'`` (in [2, ``MAX_NUM_THRESHOLDS``]); ignored by
+            ``'exact'``. Defaults to 1000.
 
     Returns:
-        A float for one (H, W) map, else a float64 ndarray (N,). Never NaN: a map without a
+        float | np.ndarray: A float for one (H, W) map, else a float64 ndarray of shape (N,).
+        Never NaN: a map without a
         foreground or without a background pixel raises ``ValueError`` naming its index.
     """
     check_choice('mode', mode, AUC_MODES)

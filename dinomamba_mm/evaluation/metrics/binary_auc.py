@@ -52,16 +52,20 @@ class BinaryAUC(BaseMetric):
     min-max normalised scores are summed over images).
 
     Args:
-        mode: 'exact' (rank-based, equal to sklearn's roc_auc_score) or 'binned'.
-        num_thresholds: T of the binned mode and of the pooled histograms, at most
-            ``MAX_NUM_THRESHOLDS`` (10**6).
-        background_ids: label ids counted as background.
-        ignore_ids: label ids left out.
-        pooled: also report pooled-pixel AUCs; costs num_layers * K * T * 8 bytes per image
-            until evaluation.
-        pred_key: data-sample field holding the maps.
-        gt_key: data-sample field holding the label.
-        collect_device, prefix: see ``mmengine.evaluator.BaseMetric``.
+        mode (str): 'exact' (rank-based, equal to sklearn's roc_auc_score) or 'binned'.
+            Defaults to 'exact'.
+        num_thresholds (int): T of the binned mode and of the pooled histograms, at most
+            ``MAX_NUM_THRESHOLDS`` (10**6). Defaults to 1000.
+        background_ids (Sequence[int]): Label ids counted as background. Defaults to (0, ).
+        ignore_ids (Sequence[int]): Label ids left out. Defaults to (255, ).
+        pooled (bool): Also report pooled-pixel AUCs; costs num_layers * K * T * 8 bytes per
+            image until evaluation. Defaults to False.
+        pred_key (str): Data-sample field holding the maps. Defaults to 'pred_map'.
+        gt_key (str): Data-sample field holding the label. Defaults to 'gt_sem_seg'.
+        collect_device (str): Device name used for collecting results from different ranks
+            during distributed training, 'cpu' or 'gpu'. Defaults to 'cpu'.
+        prefix (str, optional): The prefix of the metric names; None uses
+            ``default_prefix`` ('binary_auc'). Defaults to None.
     """
     default_prefix = 'binary_auc'
 
@@ -148,8 +152,11 @@ class BinaryAUC(BaseMetric):
     def summarize(self, results: List[dict]) -> dict:
         """Arrays behind :meth:`compute_metrics`.
 
+        Args:
+            results (List[dict]): The per-image results that :meth:`process` collected.
+
         Returns:
-            dict with 'auc' (num_layers, K) mean over the evaluated images, 'per_image'
+            dict: 'auc' (num_layers, K) mean over the evaluated images, 'per_image'
             (num_evaluated, num_layers, K), 'layer_ids', 'names', 'num_images', 'num_skipped'
             and, when pooled, 'fg_hist' / 'bg_hist' (num_layers, K, T) int64 sums and
             'pooled_auc' (num_layers, K).

@@ -21,10 +21,13 @@ def read_imagenet_wnids(source: str) -> List[str]:
     """The ImageNet class order as a list of WordNet ids (``'n01440764'``, ...).
 
     Args:
-        source: either a directory with one sub-folder per class (ImageNet's ``train/``, or the
-            ImageNet-Sketch root: ImageNet's class index is the sorted wnid order), or a text file
-            whose lines start with the wnid, in class order (e.g. ``LOC_synset_mapping.txt``:
-            ``n01440764 tench, Tinca tinca``).
+        source (str): Either a directory with one sub-folder per class (ImageNet's ``train/``,
+            or the ImageNet-Sketch root: ImageNet's class index is the sorted wnid order), or a
+            text file whose lines start with the wnid, in class order (e.g.
+            ``LOC_synset_mapping.txt``: ``n01440764 tench, Tinca tinca``).
+
+    Returns:
+        List[str]: The wnids in ImageNet's class order.
     """
     check_argument('imagenet_wnids', source, 'a path (str)', lambda v: isinstance(v, str))
     if osp.isdir(source):
@@ -69,10 +72,14 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
     """Top-k accuracies (percent) with the scores restricted to a subset of the classes.
 
     Args:
-        scores: (N, K) scores of the full K-way classifier.
-        labels: (N,) labels in the subset's numbering (0 .. S - 1).
-        class_indices: the S columns of ``scores`` that form the subset, in label order.
-        topk: the k values.
+        scores (torch.Tensor): Scores of the full K-way classifier, shape (N, K).
+        labels (torch.Tensor): Labels in the subset's numbering (0 .. S - 1), shape (N,).
+        class_indices (Sequence[int]): The S columns of ``scores`` that form the subset, in
+            label order.
+        topk (Tuple[int, ...]): The k values. Defaults to (1, ).
+
+    Returns:
+        List[float]: The top-k accuracy in percent for each k of ``topk``.
     """
     if not len(labels):
         raise ValueError('no samples to score: the test set is empty')
@@ -106,9 +113,10 @@ class ClassSubsetAccuracy(BaseMetric):
 
     Args:
         imagenet_wnids (str): ImageNet class order (see :func:`read_imagenet_wnids`).
-        topk (int | tuple[int]): Defaults to 1.
+        topk (int | Tuple[int, ...]): The k values of the top-k accuracies. Defaults to 1.
         collect_device (str): 'cpu' or 'gpu'. Defaults to 'cpu'.
-        prefix (str, optional): metric-name prefix. Defaults to 'subset'.
+        prefix (str, optional): Metric-name prefix; None uses ``default_prefix`` ('subset').
+            Defaults to None.
     """
     default_prefix: Optional[str] = 'subset'
 

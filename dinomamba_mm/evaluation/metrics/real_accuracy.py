@@ -21,8 +21,8 @@ def real_top1_accuracy(pred_labels: Sequence[int],
     whose set is empty (no label the raters agreed on) are left out of the count.
 
     Args:
-        pred_labels: the predicted class of each image (N values).
-        real_labels: the ReaL label set of each image (N lists).
+        pred_labels (Sequence[int]): The predicted class of each of the N images.
+        real_labels (Sequence[Sequence[int]]): The ReaL label set of each of the N images.
 
     Returns:
         float: 100 * correct / number of images with a non-empty set.
@@ -62,9 +62,10 @@ class ReaLAccuracy(BaseMetric):
     ``ImageNet`` dataset with ``split='val'``). Images with an empty list are skipped.
 
     Args:
-        real_json (str): path of ``real.json``.
+        real_json (str): Path of ``real.json``.
         collect_device (str): 'cpu' or 'gpu'. Defaults to 'cpu'.
-        prefix (str, optional): metric-name prefix. Defaults to 'real'.
+        prefix (str, optional): Metric-name prefix; None uses ``default_prefix`` ('real').
+            Defaults to None.
     """
     default_prefix: Optional[str] = 'real'
 

@@ -22,16 +22,22 @@ def check_backbone_args(img_size: Union[int, Sequence[int]], patch_size: Any, in
                         interpolate_modes: Sequence[str] = INTERPOLATE_MODES) -> None:
     """Check the arguments every backbone shares.
 
+    Each argument is checked to be of the type and in the range given here.
+
     Args:
-        img_size: an int or an (h, w) pair of ints, each >= ``patch_size``.
-        patch_size: an int >= 1.
-        in_channels: an int >= 1.
-        drop_rate, drop_path_rate: numbers in [0, 1) (1 would drop everything: NaN in training).
-        num_layers: the backbone's depth (already checked; None: not known yet).
-        frozen_stages: an int in [-1, num_layers] (more would freeze nothing more).
-        interpolate_mode: one of ``interpolate_modes``.
-        interpolate_modes: the modes the backbone's position-embedding resize takes
-            (:data:`INTERPOLATE_MODES` by default).
+        img_size (int | Sequence[int]): An int or an (h, w) pair of ints, each
+            >= ``patch_size``.
+        patch_size (int): The patch side, >= 1.
+        in_channels (int): The input channels, >= 1.
+        drop_rate (float): Dropout rate in [0, 1) (1 would drop everything: NaN in training).
+        drop_path_rate (float): Stochastic depth rate in [0, 1), likewise.
+        num_layers (int, optional): The backbone's depth (already checked); None when it is not
+            known yet.
+        frozen_stages (int): Frozen stages in [-1, num_layers] (more would freeze nothing
+            more).
+        interpolate_mode (str): One of ``interpolate_modes``.
+        interpolate_modes (Sequence[str]): The modes the backbone's position-embedding resize
+            takes. Defaults to :data:`INTERPOLATE_MODES`.
 
     Raises:
         TypeError / ValueError naming the argument, what was expected and the value given.
@@ -139,9 +145,9 @@ def check_parameter_memory(name: str, arch: Mapping, num_params: int) -> None:
     """MemoryError before a backbone allocates parameters the default device cannot hold.
 
     Args:
-        name: the backbone's class name.
-        arch: its arch settings, for the message.
-        num_params: a lower bound of its parameter count (what is sure to be allocated).
+        name (str): The backbone's class name.
+        arch (Mapping): Its arch settings, for the message.
+        num_params (int): A lower bound of its parameter count (what is sure to be allocated).
     """
     device = torch.get_default_device()
     needed = num_params * torch.empty((), dtype=torch.get_default_dtype()).element_size()

@@ -445,8 +445,14 @@ class DinoVim(BaseModule):
         Embeddings (patch, position, class / register tokens) are depth 0, block i is i + 1,
         the rest (``norm_f`` and anything outside ``prefix``, e.g. a head) is num_layers + 1.
 
+        Args:
+            param_name (str): The parameter's name.
+            prefix (str): The prefix of the backbone's parameters in ``param_name``.
+                Defaults to ''.
+
         Returns:
-            (layer_depth, num_layers + 2).
+            Tuple[int, int]: The parameter's layer depth and the number of depths,
+            num_layers + 2.
         """
         num_layers = self.num_layers + 2
         if not param_name.startswith(prefix):

@@ -29,12 +29,14 @@ class FrozenBackbone(BaseModule):
     ``backbone.backbone.*``.
 
     Args:
-        backbone (dict): config of the backbone to freeze.
+        backbone (dict): Config of the backbone to freeze.
         checkpoint (str, optional): DINO checkpoint (ours, the DINO/paper layout with a
             ``'teacher'`` entry, or a backbone-only one); see
-            :mod:`dinomamba_mm.checkpoints.backbone_weights`.
-        prefix (str, optional): key prefix of the backbone weights in the checkpoint's
+            :mod:`dinomamba_mm.checkpoints.backbone_weights`. None keeps the random
+            initialisation. Defaults to None.
+        prefix (str, optional): Key prefix of the backbone weights in the checkpoint's
             ``state_dict``; None detects it (``teacher.backbone.``, else ``backbone.``).
+            Defaults to None.
     """
 
     def __init__(self, backbone: dict, checkpoint: Optional[str] = None,

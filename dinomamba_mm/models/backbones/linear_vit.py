@@ -30,24 +30,37 @@ class LinearViT(VisionTransformer):
     parameter names, so ViT checkpoints load). Each layer's ``attn`` is a
     :class:`LinearMultiheadAttention` built with the layer's own settings.
 
+    ``img_size``, ``patch_size``, ``in_channels``, ``out_indices``, ``drop_rate`` and
+    ``drop_path_rate`` are ``VisionTransformer``'s, checked as in :class:`DinoVim` (same
+    messages).
+
     Args:
-        arch: any of ViT's names ('base' 86M parameters with the 224 position embedding,
-            'small' = ViT's 768-wide 8-layer model, 'deit-small' = DINO's ViT-S/16, ...), plus
-            'tiny' / 't' = ViT-T/16 (192 wide, 12 layers, 3 heads), or a custom dict.
-        img_size, patch_size, in_channels, out_indices, drop_rate, drop_path_rate: as in
-            ``VisionTransformer``, checked as in :class:`DinoVim` (same messages).
-        norm_eval: keep the LayerNorms in eval mode during training.
-        attn_drop_rate: must be 0 (there is no attention matrix to drop).
-        interpolate_mode (in ``kwargs``): 'bicubic' (default) or 'bilinear', the modes
-            mmpretrain's position-embedding resize takes.
-        pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size
-            (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
-        init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
-            (a checkpoint that fits nothing is an error).
-        pretrained: deprecated, as in mmseg's backbones (whose segmentors pass it on): a
-            checkpoint path or URL read as ``init_cfg=dict(type='Pretrained', checkpoint=...)``,
-            with a warning; not together with ``init_cfg``. Defaults to None.
-        **kwargs: ``VisionTransformer``'s other arguments.
+        arch (str | dict): Any of ViT's names ('base' 86M parameters with the 224 position
+            embedding, 'small' = ViT's 768-wide 8-layer model, 'deit-small' = DINO's ViT-S/16,
+            ...), plus 'tiny' / 't' = ViT-T/16 (192 wide, 12 layers, 3 heads), or a custom
+            dict. Defaults to 'base'.
+        img_size (int | Tuple[int, int]): The input image size. Defaults to 224.
+        patch_size (int): The patch side. Defaults to 16.
+        in_channels (int): The input channels. Defaults to 3.
+        out_indices (int | Sequence[int]): The blocks whose outputs are returned (negative
+            counts from the end). Defaults to -1.
+        drop_rate (float): Dropout rate after the position embedding. Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
+        norm_eval (bool): Keep the LayerNorms in eval mode during training. Defaults to False.
+        attn_drop_rate (float): Must be 0 (there is no attention matrix to drop).
+            Defaults to 0.
+        pad_to_patch (bool): Zero-pad inputs on the bottom / right to a multiple of the patch
+            size (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
+            Defaults to False.
+        pretrained (str, optional): Deprecated, as in mmseg's backbones (whose segmentors
+            pass it on): a checkpoint path or URL read as
+            ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a warning; not together
+            with ``init_cfg``. Defaults to None.
+        **kwargs: ``VisionTransformer``'s other arguments. Among them ``interpolate_mode``
+            takes 'bicubic' (ViT's default) or 'bilinear', the modes mmpretrain's
+            position-embedding resize takes, and ``init_cfg`` is ViT's, its
+            ``type='Pretrained'`` built as :class:`CheckedPretrainedInit` (a checkpoint that
+            fits nothing is an error).
     """
     arch_zoo = {
         **VisionTransformer.arch_zoo,

@@ -36,8 +36,8 @@ class DINOProjectionHead(BaseModule):
         bottleneck_channels (int): Width of the last MLP layer. Defaults to 256.
         num_layers (int): Number of linear layers in the MLP (>= 1). Defaults to 3.
         norm_last_layer (bool): Fix ``g`` of the last layer at 1. Defaults to True.
-        init_cfg (dict, optional): mmengine init config. Defaults to None, which applies
-            DINO's initialisation (truncated normal std 0.02, zero bias) in ``__init__``.
+        init_cfg (dict, optional): mmengine init config; None keeps DINO's initialisation
+            (truncated normal std 0.02, zero bias), applied in ``__init__``. Defaults to None.
     """
 
     def __init__(self,

@@ -76,8 +76,14 @@ def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
                         dt_init_floor: float) -> torch.Tensor:
     """dt bias such that softplus(bias) is log-uniform in [dt_min, dt_max] (Mamba-2's init).
 
+    Args:
+        num_heads (int): Number of heads, one dt each.
+        dt_min (float): Lower end of the log-uniform dt range.
+        dt_max (float): Upper end of the log-uniform dt range.
+        dt_init_floor (float): Smallest dt drawn; smaller draws are raised to it.
+
     Returns:
-        (num_heads,) float32.
+        torch.Tensor: The float32 bias, shape (num_heads,).
     """
     log_dt = torch.rand(num_heads) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
     dt = torch.exp(log_dt).clamp(min=dt_init_floor)

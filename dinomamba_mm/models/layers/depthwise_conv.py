@@ -104,7 +104,8 @@ def depthwise_conv_silu(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
             per convolution. Defaults to True.
 
     Returns:
-        (B, L, C) in x's dtype; (D, B, L, C) with a (D, C, K) weight.
+        Tensor: The output in x's dtype, shape (B, L, C); (D, B, L, C) with a (D, C, K)
+        weight.
     """
     if x.dim() != 3:
         raise ValueError(f'x must have shape (B, L, C), got {tuple(x.shape)}')

@@ -13,9 +13,17 @@ def gated_rms_norm(x: Tensor, z: Optional[Tensor], weight: Tensor, eps: float,
                    group_size: int, norm_before_gate: bool) -> Tuple[Tensor, Tensor]:
     """The norm without autograd, one new (..., C) tensor updated in place.
 
+    Args:
+        x (Tensor): The input, shape (..., C).
+        z (Tensor, optional): The gate, shape (..., C); None for no gate.
+        weight (Tensor): The scale, shape (C,).
+        eps (float): Added to the mean square before the square root.
+        group_size (int): Channels per normalisation group; divides C.
+        norm_before_gate (bool): Normalise before gating instead of after.
+
     Returns:
-        the output in x's dtype and the inverse RMS (..., C / group_size, 1) in the compute
-        dtype (float32, or float64 for float64 x).
+        Tuple[Tensor, Tensor]: The output (..., C) in x's dtype and the inverse RMS
+        (..., C / group_size, 1) in the compute dtype (float32, or float64 for float64 x).
     """
     dtype = torch.promote_types(x.dtype, torch.float32)
     if z is not None and not norm_before_gate:
@@ -82,10 +90,11 @@ class GatedRMSNorm(nn.Module):
     in ``x``'s dtype.
 
     Args:
-        num_channels: number of channels C (the last dimension).
-        eps: added to the mean square before the square root.
-        group_size: channels per normalisation group; C by default. Must divide C.
-        norm_before_gate: normalise before gating instead of after.
+        num_channels (int): Number of channels C (the last dimension).
+        eps (float): Added to the mean square before the square root. Defaults to 1e-5.
+        group_size (int, optional): Channels per normalisation group, a divisor of C; None
+            for one group of C. Defaults to None.
+        norm_before_gate (bool): Normalise before gating instead of after. Defaults to False.
     """
 
     def __init__(self,

@@ -26,10 +26,12 @@ class LinearMultiheadAttention(MultiheadAttention):
     ``mixer_cfg=dict(type='dinomamba_mm.LinearMultiheadAttention', num_heads=...)``.
 
     Args:
-        *args, **kwargs: those of mmpretrain's ``MultiheadAttention`` (``embed_dims (int)``,
-            ``num_heads (int)``, ...); its parameters and their names (``qkv``, ``proj``, layer
-            scale) are kept, so ViT checkpoints load. ``attn_drop`` has no matrix to act on
-            here and must be 0 (its default); ``v_shortcut`` must be False (its default).
+        *args: The positional arguments of mmpretrain's ``MultiheadAttention``
+            (``embed_dims (int)``, ``num_heads (int)``, ...).
+        **kwargs: The keyword arguments of mmpretrain's ``MultiheadAttention``; its
+            parameters and their names (``qkv``, ``proj``, layer scale) are kept, so ViT
+            checkpoints load. ``attn_drop`` has no matrix to act on here and must be 0 (its
+            default); ``v_shortcut`` must be False (its default).
 
     Shapes: x (B, L, C) -> (B, L, C); :meth:`feature_maps` gives phi(Q), phi(K) per head as
     (B, heads, L, d).

@@ -63,20 +63,23 @@ def resize_pos_embed(pos_embed: torch.Tensor,
     then the patch embeddings in raster order. The extra-token rows are kept as they are.
 
     Args:
-        pos_embed: (1, E + src_h * src_w, C).
-        src_hw: grid (src_h, src_w) the patch rows were trained for.
-        dst_hw: target grid (dst_h, dst_w).
-        num_extra_tokens: E.
-        mode: ``F.interpolate`` mode ('bicubic', 'bilinear', 'nearest', ...).
-        convention: 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``, as
+        pos_embed (torch.Tensor): The position embedding, shape (1, E + src_h * src_w, C).
+        src_hw (Tuple[int, int]): Grid (src_h, src_w) the patch rows were trained for.
+        dst_hw (Tuple[int, int]): Target grid (dst_h, dst_w).
+        num_extra_tokens (int): The number E of extra tokens.
+        mode (str): ``F.interpolate`` mode ('bicubic', 'bilinear', 'nearest', ...).
+            Defaults to 'bicubic'.
+        convention (str): 'size' interpolates to ``size=dst_hw`` with ``align_corners=False``, as
             mmpretrain's ``resize_pos_embed`` does (equal outputs: test_pos_embed.py; not
             imported from there, since that imports mmpretrain.models, and with it mmdet, into
             mmseg runs); 'dino' passes ``scale_factor=((dst_h + 0.1) / src_h,
             (dst_w + 0.1) / src_w)`` as DINO's and the Dino-Mamba paper code's
             ``interpolate_pos_encoding`` do, which samples at slightly different points.
+            Defaults to 'size'.
 
     Returns:
-        (1, E + dst_h * dst_w, C) in ``pos_embed``'s dtype (interpolation runs in float32).
+        torch.Tensor: The resized embedding, shape (1, E + dst_h * dst_w, C), in
+        ``pos_embed``'s dtype (interpolation runs in float32).
     """
     check_choice('convention', convention, RESIZE_CONVENTIONS)
     check_choice('mode', mode, INTERPOLATE_MODES)

@@ -25,6 +25,7 @@ class LinearProbeNeck(BaseModule):
             ``out_type='cls_token'``).
             ``'raw'``: the whole token sequence ``(B, 1 + L, C)`` with the class token first
             (mmpretrain's ``VisionTransformer`` with ``out_type='raw'``).
+            Defaults to 'cls_token'.
         avgpool_patch_tokens (bool): Append the mean of the last output's patch tokens
             (``in_type='raw'`` only). Defaults to False.
 

@@ -60,9 +60,14 @@ class DINO(BaseSelfSupervisor):
             Defaults to 2.
         teacher_mode (str): ``'eval'`` or ``'train'``, the teacher's mode while the model
             trains (see above). Defaults to ``'eval'``.
-        data_preprocessor (dict, optional): Defaults to mmpretrain's
-            ``SelfSupDataPreprocessor`` (handles crops of different sizes).
-        pretrained (str, optional), init_cfg (dict, optional): as in BaseSelfSupervisor.
+        pretrained (str, optional): A checkpoint read as
+            ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``, as in
+            ``BaseSelfSupervisor``. Defaults to None.
+        data_preprocessor (dict | nn.Module, optional): The data preprocessor or its config;
+            a config without ``type`` (None included) builds mmpretrain's
+            ``SelfSupDataPreprocessor``, which handles crops of different sizes.
+            Defaults to None.
+        init_cfg (dict, optional): mmengine init config. Defaults to None.
     """
 
     TEACHER_MODES = ('eval', 'train')
@@ -163,8 +168,9 @@ class DINO(BaseSelfSupervisor):
         """DINO loss of a multi-crop batch.
 
         Args:
-            inputs (list[Tensor]): crops, each (B, 3, H_c, W_c), global crops first.
-            data_samples: unused.
+            inputs (List[torch.Tensor]): Crops, each of shape (B, 3, H_c, W_c), global crops
+                first.
+            data_samples (List[DataSample], optional): Unused. Defaults to None.
 
         Returns:
             dict: ``loss`` plus ``teacher_temp`` and ``teacher_momentum`` for logging.
