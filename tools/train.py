@@ -39,6 +39,7 @@ from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.checkpoints import (check_checkpoint_file, find_resumable_checkpoint,
                                       resolve_checkpoint)
 from dinomamba_mm.compat import (init_distributed, quiet_pkg_resources,
@@ -166,10 +167,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.val_evaluator = None
 
     if args.auto_scale_lr:
-        if 'auto_scale_lr' not in cfg:
-            raise ValueError(
-                f'--auto-scale-lr: config {args.config} has no auto_scale_lr '
-                'field (expected auto_scale_lr=dict(base_batch_size=...))')
+        check_auto_scale_lr(cfg.get('auto_scale_lr'), args.config)
         cfg.auto_scale_lr.enable = True
 
     def set_loader_option(key: str, value) -> None:
@@ -184,6 +182,25 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         set_loader_option('persistent_workers', False)
     unscope_dataloader_functions(cfg)
     return cfg
+
+
+def check_auto_scale_lr(auto_scale_lr, config: str) -> None:
+    """ValueError / TypeError unless ``auto_scale_lr`` (the config's) lets ``--auto-scale-lr``
+    scale the learning rate: a dict with ``base_batch_size``, an int >= 1 (mmengine's Runner
+    failed on None with an AttributeError, on a dict without it with an AssertionError once
+    everything was built, on 0 with a ZeroDivisionError, and scaled by a negative ratio)."""
+    fix = ('add auto_scale_lr = dict(base_batch_size=N) to the config, N being the total batch '
+           'size (batch size per process x processes) its learning rate is meant for, as '
+           "mmpretrain's configs do (e.g. auto_scale_lr = dict(base_batch_size=256))")
+    if not isinstance(auto_scale_lr, dict):
+        raise ValueError(f'--auto-scale-lr: config {config} has '
+                         + ('no auto_scale_lr' if auto_scale_lr is None
+                            else f'auto_scale_lr={auto_scale_lr!r}, not a dict')
+                         + f'; {fix}')
+    if 'base_batch_size' not in auto_scale_lr:
+        raise ValueError(f'--auto-scale-lr: config {config} has auto_scale_lr={auto_scale_lr} '
+                         f'without base_batch_size; {fix}')
+    check_int('auto_scale_lr.base_batch_size', auto_scale_lr['base_batch_size'], 1)
 
 
 def fit_dataloaders_to_machine(cfg: Config, cfg_options: Optional[dict]) -> None:
