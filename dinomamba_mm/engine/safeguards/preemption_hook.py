@@ -10,6 +10,7 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
 from . import resumable_checkpoint_hook
@@ -90,6 +91,7 @@ class _RestoreAfterReplay:
 
 
 @HOOKS.register_module()
+@checked_options
 class PreemptionHook(Hook):
     """On SIGTERM or SIGUSR1, save a checkpoint at the end of the current training iteration
     and stop the run with exit status :data:`PREEMPTED_EXIT_CODE` (75); ``--resume`` then

@@ -8,6 +8,7 @@ from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
 from dinomamba_mm.compat import leave_default_statistics_out
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 from . import preemption_hook
 from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
@@ -18,6 +19,7 @@ KEPT_KEY = 'keep_ckpt_ids'
 
 
 @HOOKS.register_module()
+@checked_options
 class ResumableCheckpointHook(CheckpointHook):
     """:class:`mmengine.hooks.CheckpointHook` (same arguments) with four guarantees:
 
