@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Distributed training with torchrun: bash tools/dist_train.sh CONFIG NUM_PROCESSES [train.py options]
 # NNODES / NODE_RANK / MASTER_ADDR / PORT select a multi-node run. Without CUDA it uses gloo on CPU.
+# SIGTERM to torchrun reaches every process: each saves at the end of the iteration and exits 75 (tools/train.py --resume continues).
 # A process that stops answering fails the run after env_cfg.dist_cfg.timeout seconds (600 in configs/_base_/schedules/*.py).
 set -euo pipefail
 CONFIG=${1:?usage: dist_train.sh CONFIG NUM_PROCESSES [options]}

@@ -22,12 +22,15 @@ them gets flip TTA averaging the class scores, as mmpretrain does.
 """
 import argparse
 import copy
+import logging
 import os
 import os.path as osp
+from typing import Optional
 
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
+from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 
 from dinomamba_mm.checkpoints import check_checkpoint_file, resolve_checkpoint
@@ -93,9 +96,36 @@ def parse_args(argv=None) -> argparse.Namespace:
         if not args.out.endswith(allowed):
             parser.error(f'--out {args.out!r} with --out-item {args.out_item or "pred"}: '
                          f'expected a file ending in one of {allowed}')
+        problem = out_file_problem(args.out)
+        if problem:
+            parser.error(f'--out {args.out!r} {problem}; give a file path in a folder you '
+                         'can write')
     if args.interval < 1:
         parser.error(f'--interval must be >= 1, got {args.interval}')
     return args
+
+
+def out_file_problem(path: str) -> Optional[str]:
+    """Why ``path`` cannot be written (it is a folder, a folder on its way is a file, or the
+    nearest existing folder is not writable), or None; the folders missing on the way are
+    created when the file is written. An existing file is named in a warning: it is replaced,
+    as mmengine's ``DumpResults`` and mmpretrain's tools/test.py replace it."""
+    path = osp.abspath(path)
+    if osp.isdir(path):
+        return 'is a folder'
+    folder = osp.dirname(path)
+    while not osp.exists(folder):
+        folder = osp.dirname(folder)
+    if not osp.isdir(folder):
+        return f'cannot be created: {folder} on its way is a file, not a folder'
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f'cannot be created: no permission to write in {folder}'
+    if osp.exists(path):
+        if not os.access(path, os.W_OK):
+            return 'exists and cannot be written (no permission)'
+        print_log(f'--out {path} exists: the test replaces it', logger='current',
+                  level=logging.WARNING)
+    return None
 
 
 def _set_visualization(cfg: Config, args: argparse.Namespace) -> None:

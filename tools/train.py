@@ -1,7 +1,7 @@
 """Train a model from a config, as mmpretrain's / mmseg's / mmdet's tools/train.py do.
 
     python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--no-strict-load]
-        [--cfg-options k=v ...]
+        [--no-preemption-checkpoint] [--cfg-options k=v ...]
     bash tools/dist_train.sh CONFIG NUM_PROCESSES [same options]
 
 ``--resume`` without a checkpoint resumes from the one ``WORK_DIR/last_checkpoint`` names (the
@@ -12,7 +12,10 @@ A checkpoint given (``--resume CKPT``, ``load_from``) is checked before anything
 Hugging Face URL of the model zoo is downloaded to its own cache name first), and every
 checkpoint is loaded strictly (``dinomamba_mm.StrictLoadHook``) unless ``--no-strict-load``. A
 second run started in a work dir in use is refused, naming the first; ``--cfg-options`` keys
-nothing reads are warned about. These safeguards live in ``dinomamba_mm/engine/safeguards/``
+nothing reads are warned about. SIGTERM or SIGUSR1 (what slurm sends before it stops a job) save
+a checkpoint at the end of the current iteration and end the run with exit status 75; ``--resume``
+continues it exactly, also inside an epoch (``dinomamba_mm.PreemptionHook``; off:
+``--no-preemption-checkpoint``). These safeguards live in ``dinomamba_mm/engine/safeguards/``
 (docs/reliability.md lists them with their switches).
 
 Works for every config of this project (mmpretrain, mmseg and mmdet scopes): the config's
@@ -22,6 +25,7 @@ distributed launch on machines without CUDA uses gloo; a dataloader function of 
 ``dinomamba_mm::`` base is built).
 """
 import argparse
+import contextlib
 import logging
 import os
 import os.path as osp
@@ -35,13 +39,14 @@ from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.checkpoints import (check_checkpoint_file, find_resumable_checkpoint,
                                       resolve_checkpoint)
 from dinomamba_mm.compat import (init_distributed, quiet_pkg_resources,
                                  unscope_dataloader_functions)
 from dinomamba_mm.engine.safeguards import (add_custom_hook, add_strict_load_hook,
-                                            check_dataset_paths, check_train_length,
-                                            explain_stopped_process,
+                                            catch_stop_signals, check_dataset_paths,
+                                            check_train_length, explain_stopped_process,
                                             fall_back_to_fp32_without_accelerator,
                                             lock_work_dir, warn_unread_cfg_options)
 from dinomamba_mm.install_mmcv import check_mmcv
@@ -69,6 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         action='store_true',
         help='load load_from / resumed checkpoints non-strictly (mmengine\'s default): keys '
         'and shapes that differ from the model are only logged')
+    parser.add_argument(
+        '--no-preemption-checkpoint',
+        action='store_true',
+        help='die of SIGTERM / SIGUSR1 as a plain Python process does (by default they save a '
+        'checkpoint at the end of the current iteration and exit with status 75: '
+        'dinomamba_mm.PreemptionHook)')
     parser.add_argument(
         '--no-validate',
         action='store_true',
@@ -147,6 +158,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if not args.no_strict_load:
         add_strict_load_hook(cfg)
     add_custom_hook(cfg, dict(type='dinomamba_mm.SafeUnpickleHook'))
+    if not args.no_preemption_checkpoint:
+        add_custom_hook(cfg, dict(type='dinomamba_mm.PreemptionHook'))
 
     if args.no_validate:
         cfg.val_cfg = None
@@ -154,10 +167,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.val_evaluator = None
 
     if args.auto_scale_lr:
-        if 'auto_scale_lr' not in cfg:
-            raise ValueError(
-                f'--auto-scale-lr: config {args.config} has no auto_scale_lr '
-                'field (expected auto_scale_lr=dict(base_batch_size=...))')
+        check_auto_scale_lr(cfg.get('auto_scale_lr'), args.config)
         cfg.auto_scale_lr.enable = True
 
     def set_loader_option(key: str, value) -> None:
@@ -172,6 +182,25 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         set_loader_option('persistent_workers', False)
     unscope_dataloader_functions(cfg)
     return cfg
+
+
+def check_auto_scale_lr(auto_scale_lr, config: str) -> None:
+    """ValueError / TypeError unless ``auto_scale_lr`` (the config's) lets ``--auto-scale-lr``
+    scale the learning rate: a dict with ``base_batch_size``, an int >= 1 (mmengine's Runner
+    failed on None with an AttributeError, on a dict without it with an AssertionError once
+    everything was built, on 0 with a ZeroDivisionError, and scaled by a negative ratio)."""
+    fix = ('add auto_scale_lr = dict(base_batch_size=N) to the config, N being the total batch '
+           'size (batch size per process x processes) its learning rate is meant for, as '
+           "mmpretrain's configs do (e.g. auto_scale_lr = dict(base_batch_size=256))")
+    if not isinstance(auto_scale_lr, dict):
+        raise ValueError(f'--auto-scale-lr: config {config} has '
+                         + ('no auto_scale_lr' if auto_scale_lr is None
+                            else f'auto_scale_lr={auto_scale_lr!r}, not a dict')
+                         + f'; {fix}')
+    if 'base_batch_size' not in auto_scale_lr:
+        raise ValueError(f'--auto-scale-lr: config {config} has auto_scale_lr={auto_scale_lr} '
+                         f'without base_batch_size; {fix}')
+    check_int('auto_scale_lr.base_batch_size', auto_scale_lr['base_batch_size'], 1)
 
 
 def fit_dataloaders_to_machine(cfg: Config, cfg_options: Optional[dict]) -> None:
@@ -258,7 +287,10 @@ def main(argv=None) -> None:
         check_checkpoint_file(cfg.load_from, 'load_from checkpoint')
     check_dataset_paths(cfg)
     fit_dataloaders_to_machine(cfg, args.cfg_options)
-    with lock_work_dir(cfg.work_dir, args.launcher), explain_stopped_process(cfg):
+    catch_signals = (contextlib.nullcontext() if args.no_preemption_checkpoint
+                     else catch_stop_signals())
+    with lock_work_dir(cfg.work_dir, args.launcher), explain_stopped_process(cfg), \
+            catch_signals:
         init_distributed(args.launcher, cfg.get('env_cfg', {}))
         if cfg.get('load_from'):
             cfg.load_from = resolve_checkpoint(cfg.load_from, 'load_from checkpoint')

@@ -89,3 +89,46 @@ def test_bad_arguments(capsys, options, message):
     with pytest.raises(SystemExit):
         tool.parse_args([PROBE, 'ckpt.pth', *options])
     assert message in capsys.readouterr().err
+
+
+def _out_error(capsys, out):
+    with pytest.raises(SystemExit) as info:
+        tool.parse_args([PROBE, 'ckpt.pth', '--out', str(out)])
+    assert info.value.code == 2  # before the config, the checkpoint or the test are touched
+    return capsys.readouterr().err
+
+
+def test_an_out_path_that_cannot_be_written_fails_before_the_test(tmp_path, capsys,
+                                                                 monkeypatch):
+    """A folder, a file in the way and a folder without permission failed after the whole
+    test, in the dump."""
+    folder = tmp_path / 'preds.pkl'
+    folder.mkdir()
+    assert f"--out '{folder}' is a folder; give a file path in a folder you can write" in \
+        _out_error(capsys, folder)
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    assert (f"--out '{blocker}/sub/preds.pkl' cannot be created: {blocker} on its way is a "
+            'file, not a folder') in _out_error(capsys, blocker / 'sub' / 'preds.pkl')
+    locked = tmp_path / 'locked'
+    locked.mkdir()
+    # the tests may run as root, whom permission bits do not stop: the folder reads as locked
+    real_access = tool.os.access
+    monkeypatch.setattr(tool.os, 'access',
+                        lambda path, mode: str(path) != str(locked) and real_access(path, mode))
+    assert (f"--out '{locked}/new/preds.pkl' cannot be created: no permission to write in "
+            f'{locked}') in _out_error(capsys, locked / 'new' / 'preds.pkl')
+
+
+def test_an_existing_out_file_is_named_in_a_warning(tmp_path, capsys):
+    """It was replaced without a word (as mmengine's DumpResults does: still replaced)."""
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('out_warning_test')
+    existing = tmp_path / 'preds.pkl'
+    existing.write_bytes(b'old')
+    args = tool.parse_args([PROBE, 'ckpt.pth', '--out', str(existing)])
+    assert args.out == str(existing)
+    assert f'WARNING - --out {existing} exists: the test replaces it' in capsys.readouterr().out
+    missing_folders = tmp_path / 'new' / 'deeper' / 'preds.pkl'  # created when written
+    assert tool.parse_args([PROBE, 'ckpt.pth', '--out', str(missing_folders)]).out == \
+        str(missing_folders)

@@ -6,10 +6,12 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.argument_checks import check_number
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
+@checked_options
 class DINOTeacherEMAHook(Hook):
     """After every optimizer step: ``teacher <- m * teacher + (1 - m) * student``.
 

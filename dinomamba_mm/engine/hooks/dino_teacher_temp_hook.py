@@ -4,10 +4,12 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import IterBasedTrainLoop
 
 from dinomamba_mm.argument_checks import check_int, check_number
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
+@checked_options
 class DINOTeacherTempHook(Hook):
     """Set the teacher temperature of the loss head at the start of every epoch.
 

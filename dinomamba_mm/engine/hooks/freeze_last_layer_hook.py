@@ -7,10 +7,12 @@ from mmengine.runner import IterBasedTrainLoop
 from torch import nn
 
 from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
+@checked_options
 class FreezeLastLayerHook(Hook):
     """Drop the gradients of one module while ``epoch < freeze_epochs``.
 

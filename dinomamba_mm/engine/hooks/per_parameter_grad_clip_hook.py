@@ -5,6 +5,7 @@ import torch
 from mmengine.hooks import Hook
 
 from dinomamba_mm.argument_checks import check_number
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
@@ -25,6 +26,7 @@ def clip_each_gradient_(grads: List[torch.Tensor], max_norm: float, eps: float =
 
 
 @HOOKS.register_module()
+@checked_options
 class PerParameterGradClipHook(Hook):
     """Clip the gradient of each parameter to an L2 norm of ``max_norm``, as DINO does.
 

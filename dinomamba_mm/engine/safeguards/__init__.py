@@ -18,6 +18,8 @@ Put in by ``tools/train.py`` / ``tools/test.py`` (the stock tools of mmpretrain,
 run the same configs without any of them):
 
 - :class:`StrictLoadHook` (off: ``--no-strict-load``);
+- :class:`PreemptionHook` (off: ``--no-preemption-checkpoint``): on SIGTERM / SIGUSR1, a
+  checkpoint at the end of the iteration, then exit status 75; resumed inside the epoch;
 - :class:`SafeUnpickleHook` (training): checkpoints the safe unpickler reads, whichever hook
   saves them (a compatibility fix, on torch >= 2.6 with mmengine <= 0.10.7 only);
 - :func:`fall_back_to_fp32_without_accelerator` (off: ``--no-amp-fallback``);
@@ -32,6 +34,8 @@ from .atomic_local_backend import AtomicLocalBackend
 from .backbone_layout_hook import BackboneLayoutHook
 from .dataset_paths import check_dataset_paths
 from .non_finite_step_hook import NonFiniteStepHook
+from .preemption_hook import (PREEMPTED_EXIT_CODE, PreemptionHook, TrainingPreempted,
+                              catch_stop_signals)
 from .random_state_hook import RandomStateHook
 from .resumable_checkpoint_hook import ResumableCheckpointHook
 from .run_guards import (add_custom_hook, check_train_length, explain_stopped_process,
@@ -41,7 +45,8 @@ from .strict_load_hook import StrictLoadHook, add_strict_load_hook
 from .worker_seed import seed_worker_from_loader
 
 __all__ = [
-    'AtomicLocalBackend', 'BackboneLayoutHook', 'NonFiniteStepHook', 'RandomStateHook',
+    'AtomicLocalBackend', 'BackboneLayoutHook', 'NonFiniteStepHook', 'PREEMPTED_EXIT_CODE',
+    'PreemptionHook', 'RandomStateHook', 'TrainingPreempted', 'catch_stop_signals',
     'ResumableCheckpointHook', 'SafeUnpickleHook', 'StrictLoadHook', 'add_custom_hook',
     'add_strict_load_hook', 'check_dataset_paths',
     'check_train_length', 'explain_stopped_process', 'fall_back_to_fp32_without_accelerator',

@@ -3,10 +3,12 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.checkpoints import LAYOUT_META_KEY, check_layouts, model_layouts
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
+@checked_options
 class BackboneLayoutHook(Hook):
     """Keep ``meta['backbone_layouts']`` (see :mod:`dinomamba_mm.checkpoints.layout`) in
     checkpoints.

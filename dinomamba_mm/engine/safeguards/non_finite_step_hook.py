@@ -10,6 +10,7 @@ from mmengine.model import is_model_wrapper
 
 from dinomamba_mm.argument_checks import check_int
 from dinomamba_mm.finite_checks import non_finite_tensors
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
@@ -18,6 +19,7 @@ COUNT_KEY = 'non_finite_consecutive'
 
 
 @HOOKS.register_module()
+@checked_options
 class NonFiniteStepHook(Hook):
     """Keep one bad batch from ruining a run: non-finite steps are skipped, and a run that
     keeps producing them (or whose weights became non-finite) stops with an error.

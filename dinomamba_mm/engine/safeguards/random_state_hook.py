@@ -7,6 +7,7 @@ import torch
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
 
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 CHECKPOINT_KEY = 'random_states'
@@ -45,6 +46,7 @@ def restore_random_states(states: dict) -> None:
 
 
 @HOOKS.register_module()
+@checked_options
 class RandomStateHook(Hook):
     """Save the generator states with every checkpoint; restore them when the run resumes.
 

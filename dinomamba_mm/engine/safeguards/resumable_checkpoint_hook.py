@@ -8,7 +8,9 @@ from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
 from dinomamba_mm.compat import leave_default_statistics_out
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
+from . import preemption_hook
 from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
 
 #: runtime-info key of the steps of the checkpoints kept (mmengine's CheckpointHook's, so that
@@ -17,6 +19,7 @@ KEPT_KEY = 'keep_ckpt_ids'
 
 
 @HOOKS.register_module()
+@checked_options
 class ResumableCheckpointHook(CheckpointHook):
     """:class:`mmengine.hooks.CheckpointHook` (same arguments) with four guarantees:
 
@@ -65,7 +68,8 @@ class ResumableCheckpointHook(CheckpointHook):
         # called for load_from too, before a resume sets runner.iter: told apart in before_train
         info = checkpoint.get('message_hub', {}).get('runtime_info', {})
         self._loaded_meta = dict(checkpoint.get('meta', {}), max_iters=info.get('max_iters'),
-                                 max_epochs=info.get('max_epochs'))
+                                 max_epochs=info.get('max_epochs'),
+                                 inside_epoch=preemption_hook.CHECKPOINT_KEY in checkpoint)
 
     def before_train(self, runner) -> None:
         meta, self._loaded_meta = self._loaded_meta, None
@@ -86,8 +90,8 @@ class ResumableCheckpointHook(CheckpointHook):
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         leave_default_statistics_out(checkpoint['message_hub'])
-        if self.keep_ckpts <= 0:
-            return
+        if self.keep_ckpts <= 0 or preemption_hook.META_KEY in checkpoint['meta']:
+            return  # none removed, or not one of this hook's files
         # the step of the file being written (mmengine's Runner.save_checkpoint sets both); the
         # checkpoint records it among the kept ones, so that a run resumed from it removes it
         step = checkpoint['meta']['epoch' if self.by_epoch else 'iter']
@@ -124,21 +128,16 @@ class ResumableCheckpointHook(CheckpointHook):
 
     @staticmethod
     def _check_resumed_at_epoch_start(runner, meta: dict) -> None:
-        loader = runner.train_dataloader
-        epoch_length = len(loader)
+        epoch_length = len(runner.train_dataloader)
         epoch, iteration = runner.epoch, runner.iter
         if iteration == epoch * epoch_length:
             return
         saved_length = meta['max_iters'] // meta['max_epochs'] if meta['max_epochs'] else None
-        if saved_length not in (None, epoch_length):
-            raise ValueError(
-                f'cannot resume from {osp.basename(runner.cfg.get("load_from") or "")} '
-                f'(epoch {epoch}, iteration {iteration}): it was saved with {saved_length} '
-                f'iterations per epoch, this run has {epoch_length} ({len(loader.dataset)} '
-                f'samples, batch size {loader.batch_size} per process, {get_world_size()} '
-                'process(es)): the batch size, the dataset or the number of processes changed. '
-                'Resume with the ones it was saved with, or start a new run from its weights '
-                '(load_from without --resume)')
+        check_same_epoch_length(runner, saved_length,
+                                osp.basename(runner.cfg.get('load_from') or ''))
+        if meta['inside_epoch'] and any(isinstance(hook, preemption_hook.PreemptionHook)
+                                        for hook in runner.hooks):
+            return  # PreemptionHook continues the epoch where the checkpoint left it
         if iteration == (epoch + 1) * epoch_length:
             where = (f'after the last iteration of epoch {epoch + 1} by a per-iteration '
                      f'CheckpointHook, which records epoch {epoch + 1} as not yet finished: '
@@ -151,3 +150,19 @@ class ResumableCheckpointHook(CheckpointHook):
                      f'than max_iters. {fallback}')
         raise ValueError(f'cannot resume from iteration {iteration} under EpochBasedTrainLoop: '
                          f'the checkpoint was saved {where}')
+
+
+def check_same_epoch_length(runner, saved_length: Optional[int], name: str) -> None:
+    """ValueError unless the training epoch of ``runner`` has ``saved_length`` iterations, as
+    the run that saved checkpoint ``name`` (None: unknown, nothing to compare)."""
+    loader = runner.train_dataloader
+    epoch_length = len(loader)
+    if saved_length in (None, epoch_length):
+        return
+    raise ValueError(
+        f'cannot resume from {name} (epoch {runner.epoch}, iteration {runner.iter}): it was '
+        f'saved with {saved_length} iterations per epoch, this run has {epoch_length} '
+        f'({len(loader.dataset)} samples, batch size {loader.batch_size} per process, '
+        f'{get_world_size()} process(es)): the batch size, the dataset or the number of '
+        'processes changed. Resume with the ones it was saved with, or start a new run from '
+        'its weights (load_from without --resume)')

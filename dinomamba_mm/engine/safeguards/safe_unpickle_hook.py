@@ -2,10 +2,12 @@
 from mmengine.hooks import Hook
 
 from dinomamba_mm.compat import leave_default_statistics_out
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 
 
 @HOOKS.register_module()
+@checked_options
 class SafeUnpickleHook(Hook):
     """Save the message hub of every checkpoint without the references torch's safe unpickler
     refuses (:func:`dinomamba_mm.compat.leave_default_statistics_out`; torch >= 2.6 with

@@ -3,6 +3,7 @@ from mmengine.hooks import Hook
 from mmengine.model import BaseTTAModel, is_model_wrapper
 
 from dinomamba_mm.checkpoints import load_state_dict_checked, strip_module_prefix
+from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 from .run_guards import add_custom_hook
 
@@ -12,6 +13,7 @@ OPT_OUT = ('Pass --no-strict-load to tools/train.py / tools/test.py (or drop '
 
 
 @HOOKS.register_module()
+@checked_options
 class StrictLoadHook(Hook):
     """Make ``load_from`` and resumed checkpoints load strictly.
 

@@ -1,0 +1,157 @@
+"""tools/train.py stopped by SIGUSR1 / SIGTERM mid-epoch saves a checkpoint of the iteration,
+exits with status 75, and --resume continues loss for loss and weight for weight.
+
+The oracle is the uninterrupted run of the same config: per-iteration losses (logged with a
+window of 1) and the final weights must be equal, not close. Randomness in the data workers
+(seeded each epoch from the main generator), in the main process's pipeline and in the
+training step (Mixup) makes any draw out of place show.
+"""
+import json
+import os
+import os.path as osp
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(ROOT, 'tests'))
+from helpers.tiny_cls_data import write_tiny_cls_dataset  # noqa: E402
+from helpers.tools import load_tool  # noqa: E402
+
+# 8 images, batch 2: 4 iterations per epoch
+CONFIG = '''
+custom_imports = dict(imports=['dinomamba_mm', 'helpers.kill_hook'],
+                      allow_failed_imports=False)
+default_scope = 'mmpretrain'
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(type='LeNet5', num_classes=2),
+    head=dict(type='ClsHead', loss=dict(type='CrossEntropyLoss', use_soft=True)))
+data_preprocessor = dict(num_classes=2, mean=[127.5], std=[127.5],
+                         batch_augments=dict(augments=dict(type='Mixup', alpha=0.8)))
+train_dataloader = dict(
+    batch_size=2, num_workers={workers}, persistent_workers=False,{worker_init_fn}
+    dataset=dict(type='CustomDataset', data_root='{data}', ann_file='ann.txt',
+                 data_prefix='', with_label=True,
+                 pipeline=[dict(type='LoadImageFromFile', color_type='grayscale'),
+                           dict(type='RandomFlip', prob=0.5),
+                           dict(type='PackInputs')]),
+    sampler=dict(type='DefaultSampler', shuffle=True))
+train_cfg = dict({train_cfg})
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9))
+param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3)]
+default_hooks = dict(
+    checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', {checkpoint}),
+    logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(window_size=1)
+custom_hooks = [dict(type='dinomamba_mm.RandomStateHook')]
+randomness = dict(seed=0)
+'''
+EPOCHS = dict(workers=1,
+              worker_init_fn="\n    worker_init_fn=dict(type='dinomamba_mm.seed_worker_from_loader'),",
+              train_cfg='by_epoch=True, max_epochs=2', checkpoint='interval=1', last='epoch_2')
+ITERS = dict(workers=0, worker_init_fn='', train_cfg='by_epoch=False, max_iters=6',
+             checkpoint='by_epoch=False, interval=2', last='iter_6')
+
+
+def write_config(root, kind, stop=None):
+    data = write_tiny_cls_dataset(str(root / 'data'))
+    text = CONFIG.replace('{data}', data)
+    for key, value in kind.items():
+        text = text.replace('{%s}' % key, str(value))
+    path = root / 'config.py'
+    path.write_text(text)
+    if stop is None:
+        return str(path)
+    signalled = root / 'config_signalled.py'
+    signalled.write_text(
+        "_base_ = ['./config.py']\n"
+        "custom_hooks = [dict(type='dinomamba_mm.RandomStateHook'), dict(type='KillAfterIterHook',"
+        f" kill_after={stop[0]}, signal_name='{stop[1]}')]\n")
+    return str(path), str(signalled)
+
+
+def start(config, work_dir):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
+    return subprocess.Popen([sys.executable, 'tools/train.py', config, '--work-dir', work_dir],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def train_here(config, work_dir, *extra):
+    """tools/train.py in this process (no second interpreter to start)."""
+    load_tool('tools/train.py').main([config, '--work-dir', work_dir, *extra])
+
+
+def losses(work_dir):
+    """{iteration: loss} of every run logged in work_dir."""
+    found = {}
+    for run in sorted(os.listdir(work_dir)):
+        scalars = osp.join(work_dir, run, 'vis_data', 'scalars.json')
+        if osp.isfile(scalars):
+            with open(scalars) as f:
+                for line in f:
+                    entry = json.loads(line)
+                    if 'loss' in entry:
+                        found[entry['step']] = entry['loss']
+    return found
+
+
+def weights(work_dir, name):
+    return torch.load(osp.join(work_dir, f'{name}.pth'), weights_only=True)['state_dict']
+
+
+def check_resumed_as_uninterrupted(config, full, stopped, last, iterations):
+    train_here(config, stopped, '--resume')
+    assert losses(stopped) == losses(full)
+    assert sorted(losses(full)) == list(range(1, iterations + 1))
+    expected, resumed = weights(full, last), weights(stopped, last)
+    assert expected.keys() == resumed.keys()
+    for key in expected:
+        assert torch.equal(resumed[key], expected[key]), key
+
+
+def test_sigusr1_mid_epoch_saves_the_iteration_and_resume_continues_exactly(tmp_path):
+    """SIGUSR1 killed the run: everything since epoch_1.pth was lost."""
+    config, signalled = write_config(tmp_path, EPOCHS, stop=(6, 'SIGUSR1'))
+    stopped = str(tmp_path / 'stopped')
+    proc = start(signalled, stopped)
+    full = str(tmp_path / 'full')
+    train_here(config, full)
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 75, output[-3000:]
+    assert (f'SIGUSR1 received: training stopped after iteration 6 of 8, saved in '
+            f'{stopped}/iter_6.pth. Continue it with tools/train.py --resume') in output
+    checkpoint = torch.load(osp.join(stopped, 'iter_6.pth'), weights_only=True)
+    assert checkpoint['meta']['epoch'] == 1 and checkpoint['meta']['iter'] == 6
+    assert checkpoint['meta']['preempted_by'] == 'SIGUSR1'
+    with open(osp.join(stopped, 'last_checkpoint')) as f:
+        assert f.read() == osp.join(stopped, 'iter_6.pth')
+    assert not osp.exists(osp.join(stopped, 'epoch_2.pth'))
+    check_resumed_as_uninterrupted(config, full, stopped, 'epoch_2', 8)
+
+
+def test_sigterm_from_outside_saves_the_iteration_and_resume_continues_exactly(tmp_path):
+    """The same with SIGTERM sent by another process (the run stops itself after iteration 3,
+    so that the signal arrives at a known point), under IterBasedTrainLoop, whose resume draws
+    the trained batches again in the main process: the generators were put back before those
+    draws, so the resumed augmentations differed."""
+    config, signalled = write_config(tmp_path, ITERS, stop=(3, 'SIGSTOP'))
+    stopped = str(tmp_path / 'stopped')
+    proc = start(signalled, stopped)
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), proc.communicate()[0][-3000:]
+    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, signal.SIGCONT)
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 75, output[-3000:]
+    assert 'SIGTERM received: training stopped after iteration 3 of 6' in output
+    assert torch.load(osp.join(stopped, 'iter_3.pth'),
+                      weights_only=True)['meta']['preempted_by'] == 'SIGTERM'
+    full = str(tmp_path / 'full')
+    train_here(config, full)
+    check_resumed_as_uninterrupted(config, full, stopped, 'iter_6', 6)
