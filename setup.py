@@ -1,10 +1,11 @@
 """Install dinomamba_mm.
 
-The runtime pins live in requirements/runtime.txt. mmcv is not among them: as for mmpretrain, mmseg
-and mmdet, it comes from ``mim install`` (requirements/mminstall.txt, the ``mim`` extra), which
-picks the wheel built for the installed torch and CUDA; the whole environment (torch pair, mmcv
-built for the installed torch, the OpenMMLab stack) is set up by ``tools/setup_env.sh``
-(``make env``).
+The runtime pins live in requirements/runtime.txt, the extras in the other files of
+requirements/: deploy (ONNX export), demo, benchmarks, tests (the test tools and every other
+extra), mim. mmcv is not among the runtime pins: as for mmpretrain, mmseg and mmdet, it comes from
+``mim install`` (requirements/mminstall.txt, the ``mim`` extra), which picks the wheel built for
+the installed torch and CUDA; the whole environment (torch pair, mmcv built for the installed
+torch, the OpenMMLab stack) is set up by ``tools/setup_env.sh`` (``make env``).
 Like mmpretrain, configs/, tools/ and model-index.yml are made part of the package under
 ``dinomamba_mm/.mim`` so that ``_base_ = 'dinomamba_mm::...'`` works from an installed package.
 """
@@ -27,10 +28,16 @@ def read_version() -> str:
 
 
 def read_requirements(name: str) -> list:
-    path = osp.join(HERE, 'requirements', name)
-    with open(path) as f:
-        return [line.split('#')[0].strip() for line in f
-                if line.split('#')[0].strip()]
+    """The requirements of ``requirements/<name>``, with those of its ``-r other.txt`` lines."""
+    requirements = []
+    with open(osp.join(HERE, 'requirements', name)) as f:
+        for line in f:
+            line = line.split('#')[0].strip()
+            if line.startswith('-r '):
+                requirements += read_requirements(line[len('-r '):].strip())
+            elif line:
+                requirements.append(line)
+    return requirements
 
 
 def add_mim_extension() -> None:
@@ -83,6 +90,10 @@ if __name__ == '__main__':
         license='Apache License 2.0',
         install_requires=read_requirements('runtime.txt'),
         extras_require={
+            # ONNX export and its check (tools/deployment/pytorch2onnx.py)
+            'deploy': read_requirements('deploy.txt'),
+            'demo': read_requirements('demo.txt'),
+            'benchmarks': read_requirements('benchmarks.txt'),
             'tests': read_requirements('tests.txt'),
             'mim': read_requirements('mminstall.txt'),
             # GPU users only: mamba_ssm builds against CUDA; nothing requires it.

@@ -17,6 +17,11 @@ def is_real(value: Any) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
+def is_bool(value: Any) -> bool:
+    """``True`` or ``False`` (a str such as 'False', an int or None is not one)."""
+    return isinstance(value, bool)
+
+
 def is_real_sequence(value: Any) -> bool:
     """A tuple or list of real numbers."""
     return isinstance(value, (tuple, list)) and all(is_real(v) for v in value)
@@ -34,9 +39,16 @@ def check_argument(name: str, value: Any, expected: str, is_type: Callable[[Any]
         raise ValueError(f'{name} must be {expected}, got {value!r}')
 
 
+def check_bool(name: str, value: Any) -> None:
+    """TypeError "``name`` must be a bool (True or False), got ``repr(value)``" unless ``value``
+    is a bool: 'False' is truthy and 0 / 1 / None are not flags."""
+    check_argument(name, value, 'a bool (True or False)', is_bool)
+
+
 def check_choice(name: str, value: Any, choices: Sequence) -> None:
-    """ValueError "``name`` must be one of ``choices``, got ``repr(value)``" unless value is one."""
-    if value not in choices:
+    """ValueError "``name`` must be one of ``choices``, got ``repr(value)``" unless value is one
+    (a bool matches only a bool choice: ``True == 1`` in Python)."""
+    if not any(value == choice and is_bool(value) == is_bool(choice) for choice in choices):
         raise ValueError(f'{name} must be one of {choices}, got {value!r}')
 
 
@@ -70,18 +82,26 @@ def check_int_options(args: Namespace, minimums: Dict[str, int]) -> None:
 
 def check_number(name: str, value: Any, minimum: Optional[float] = None,
                  maximum: Optional[float] = None, exclusive_minimum: bool = False,
-                 exclusive_maximum: bool = False) -> None:
+                 exclusive_maximum: bool = False, allow_inf: bool = False) -> None:
     """:func:`check_argument` for a real number (not NaN) in a range, ``minimum`` /
-    ``maximum`` excluded when ``exclusive_minimum`` / ``exclusive_maximum``."""
+    ``maximum`` excluded when ``exclusive_minimum`` / ``exclusive_maximum``.
+
+    An unbounded side is open: the number must be finite there unless ``allow_inf`` (for the
+    arguments where an infinity means "no limit"). The expected part reads e.g. "a number in
+    (0, inf)", or "(0, inf]" with ``allow_inf``.
+    """
     low = '-inf' if minimum is None else minimum
     high = 'inf' if maximum is None else maximum
-    expected = (f"a number in {'(' if exclusive_minimum else '['}{low}, "
-                f"{high}{')' if exclusive_maximum else ']'}")
+    opens = '[' if minimum is None and allow_inf or minimum is not None and \
+        not exclusive_minimum else '('
+    closes = ']' if maximum is None and allow_inf or maximum is not None and \
+        not exclusive_maximum else ')'
+    expected = f'a number in {opens}{low}, {high}{closes}'
 
     def in_range(v) -> bool:
         above = minimum is None or (v > minimum if exclusive_minimum else v >= minimum)
         below = maximum is None or (v < maximum if exclusive_maximum else v <= maximum)
-        return above and below
+        return above and below and (allow_inf or math.isfinite(v))
 
     check_argument(name, value, expected, lambda v: is_real(v) and not math.isnan(v), in_range)
 

@@ -6,9 +6,9 @@ mmdet) reaches them as ``type='dinomamba_mm.Name'`` once ``dinomamba_mm`` is imp
 
 A class is registered by its decorator alone. Each registry imports its ``locations`` (the
 packages that hold its classes) at its first lookup, whichever scope the lookup comes from, so
-``import dinomamba_mm`` imports none of them.
+``import dinomamba_mm`` imports none of them, and mmcv (which mmpretrain, mmseg and mmdet need)
+is first needed there: a missing one is an ImportError naming the command that installs it.
 """
-from importlib import import_module
 from typing import List, Optional, Type
 
 import mmengine.registry as root
@@ -25,7 +25,7 @@ def run_scope() -> Optional[str]:
     stays below it. mmengine 0.10.7 keeps the instances in creation order in the private
     ``DefaultScope._instance_dict`` and has no public way to list them
     (``get_current_instance`` gives only the newest, ours inside such a build);
-    tests/test_registry.py checks this behaviour.
+    tests/test_registry.py checks this behaviour (docs/faq.md, "Private APIs").
     """
     for instance in reversed(list(DefaultScope._instance_dict.values())):
         if instance.scope_name != SCOPE:
@@ -47,52 +47,62 @@ class PluginRegistry(Registry):
         name (str): Registry name, as mmengine's root of the same kind.
         parent (Registry): mmengine's root registry of this kind.
         locations (list[str]): Packages whose import registers this registry's classes.
-            Defaults to none.
+            Defaults to this module, for a registry that holds none of ours: mmengine looks
+            for ``dinomamba_mm.utils.register_all_modules`` in a registry without locations of
+            a scope in its package map, and warns that "dinomamba_mm is not installed" when
+            there is none.
     """
 
     def __init__(self, name: str, parent: Registry, locations: Optional[List[str]] = None):
-        super().__init__(name, parent=parent, scope=SCOPE, locations=locations or [])
+        super().__init__(name, parent=parent, scope=SCOPE, locations=locations or [__name__])
 
     def get(self, key: str) -> Optional[Type]:
         """The object registered as ``key`` (``'Name'`` or ``'scope.Name'``)."""
         scope, name = self.split_scope_key(key)
         if scope is None:
             self.import_from_location()
-            if name not in self.module_dict:
-                run_registry = self._run_registry()
-                if run_registry is not None:
-                    return run_registry.get(name)
+            run_scope_name = None if name in self.module_dict else self._run_scope()
+            if run_scope_name is not None:
+                # mmengine's root imports {scope}.registry and searches that scope's registry
+                found = self.parent.get(f'{run_scope_name}.{name}')
+                if found is not None:
+                    return found
         return super().get(key)
 
-    def _run_registry(self) -> Optional[Registry]:
-        """The registry of the run's scope, inside a build mmengine switched to ours."""
+    def import_from_location(self) -> None:
+        """Import the locations (once), or say how to install mmcv when they need it."""
+        try:
+            super().import_from_location()
+        except ImportError as error:
+            if (error.name or '').split('.')[0] != 'mmcv':
+                raise
+            from .install_mmcv import mmcv_problem
+            raise ImportError(f'the {self.name} registry of {SCOPE} imports '
+                              f'{", ".join(self._locations)}: {mmcv_problem()}') from error
+
+    def _run_scope(self) -> Optional[str]:
+        """The run's scope, inside a build mmengine switched to ours."""
         current = DefaultScope.get_current_instance()
         if current is None or current.scope_name != self.scope:
             return None
-        scope = run_scope()
-        if scope is None:
-            return None
-        try:
-            import_module(f'{scope}.registry')
-        except ImportError:
-            return None
-        return self._get_root_registry()._search_child(scope)
+        return run_scope()
 
 
-# ``locations``: dinomamba_mm.checkpoints holds the initialisers, the checkpoint hooks and
-# FrozenBackbone; tests/test_registry.py checks that the locations reach every registered class.
+# ``locations``: dinomamba_mm.checkpoints holds the initialisers and dinomamba_mm.analysis the
+# class-token map models; tests/test_registry.py checks that the locations reach every
+# registered class.
 
 RUNNERS = PluginRegistry('runner', root.RUNNERS)
 RUNNER_CONSTRUCTORS = PluginRegistry('runner constructor', root.RUNNER_CONSTRUCTORS)
 LOOPS = PluginRegistry('loop', root.LOOPS)
 STRATEGIES = PluginRegistry('strategy', root.STRATEGIES)
 HOOKS = PluginRegistry('hook', root.HOOKS,
-                       ['dinomamba_mm.engine.hooks', 'dinomamba_mm.checkpoints'])
+                       ['dinomamba_mm.engine.hooks', 'dinomamba_mm.engine.safeguards'])
 
 DATASETS = PluginRegistry('dataset', root.DATASETS, ['dinomamba_mm.datasets'])
 DATA_SAMPLERS = PluginRegistry('data sampler', root.DATA_SAMPLERS)
 TRANSFORMS = PluginRegistry('transform', root.TRANSFORMS, ['dinomamba_mm.datasets'])
-FUNCTIONS = PluginRegistry('function', root.FUNCTIONS, ['dinomamba_mm.datasets'])
+FUNCTIONS = PluginRegistry('function', root.FUNCTIONS, ['dinomamba_mm.engine.safeguards'])
 
 MODELS = PluginRegistry('model', root.MODELS, [
     'dinomamba_mm.models', 'dinomamba_mm.analysis', 'dinomamba_mm.checkpoints'])

@@ -1,9 +1,11 @@
 """Suite-wide fixtures."""
+import logging
 import os
 import os.path as osp
 
 import pytest
 import torch
+from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -60,3 +62,24 @@ def mim_links():
         os.remove(link)
     if made_dir:
         os.rmdir(mim)
+
+
+class _Messages(logging.Handler):
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def logged():
+    """The messages of the current MMLogger (print_log(..., logger='current')) while the test
+    runs, in order: its console handler holds the stdout of its creation, out of capsys' reach."""
+    logger = MMLogger.get_current_instance()
+    handler = _Messages()
+    logger.addHandler(handler)
+    yield handler.messages
+    logger.removeHandler(handler)

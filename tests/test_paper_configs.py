@@ -15,7 +15,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
 from dinomamba_mm.checkpoints import model_layouts, model_zoo
-from dinomamba_mm.engine.hooks import BackboneLayoutHook
+from dinomamba_mm.engine.safeguards import BackboneLayoutHook
 from dinomamba_mm.registry import MODELS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

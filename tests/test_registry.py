@@ -3,9 +3,11 @@
 Each check runs in a fresh interpreter, where nothing has imported the modules it looks for.
 """
 import json
+import os
 import os.path as osp
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -196,3 +198,135 @@ def test_configs_inherit_from_the_installed_package(tmp_path, mim_links):
              'cfg.train_dataloader.dataset.data_root]))')
     assert run_probe(probe, str(cfg_path), cwd=str(tmp_path)) == [
         'dinomamba_mm.DinoVim', 'tiny', 'data/synthetic/cls']
+
+
+
+def site_packages_without(folder, prefixes) -> str:
+    """A copy of this interpreter's site-packages (links) without the distributions whose
+    names start with one of ``prefixes``: what a machine without them has installed."""
+    site = sysconfig.get_paths()['purelib']
+    os.makedirs(folder)
+    for entry in os.listdir(site):
+        if not entry.lower().startswith(tuple(prefixes)) and not entry.endswith('.pth'):
+            os.symlink(osp.join(site, entry), osp.join(folder, entry))
+    return folder
+
+
+def run_without(code: str, prefixes, tmp_path) -> dict:
+    """``run_probe`` in an interpreter whose site-packages lack ``prefixes`` (``python -S``:
+    no .pth file either, so this checkout is the only dinomamba_mm)."""
+    site = site_packages_without(str(tmp_path / 'site'), prefixes)
+    proc = subprocess.run([sys.executable, '-S', '-c', code], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=600,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, site])))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [line for line in proc.stdout.splitlines() if line.startswith('RESULT ')][-1]
+    return json.loads(line[len('RESULT '):])
+
+
+OPENMMLAB = ('mmengine', 'mmcv', 'mmpretrain', 'mmseg', 'mmdet')
+
+SSD_ALONE_PROBE = r'''
+import json, sys, torch
+from dinomamba_mm.ops.ssd import ssd_scan
+from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
+torch.manual_seed(0)
+x = torch.randn(2, 37, 3, 4, dtype=torch.float64)
+dt = torch.rand(2, 37, 3, dtype=torch.float64)
+A = -torch.rand(3, dtype=torch.float64)
+B, C = torch.randn(2, 2, 37, 1, 5, dtype=torch.float64)
+error = (ssd_scan(x, dt, A, B, C, chunk_size=8) - ssd_scan_naive(x, dt, A, B, C)).abs().max()
+print('RESULT ' + json.dumps([float(error), sorted(
+    m for m in sys.modules if m.split('.')[0] in ('mmengine', 'mmcv', 'mmpretrain', 'mmseg',
+                                                   'mmdet') or m == 'dinomamba_mm.registry')]))
+'''
+
+
+def test_the_ssd_op_imports_and_runs_without_openmmlab(tmp_path):
+    """As mamba_ssm's ops: torch (and triton) alone, no mmengine, no mmcv installed."""
+    error, loaded = run_without(SSD_ALONE_PROBE, OPENMMLAB, tmp_path)
+    assert error < 1e-12 and loaded == []
+
+
+MISSING_MMCV_PROBE = r'''
+import json
+import dinomamba_mm
+from dinomamba_mm.registry import HOOKS, MODELS
+result = [HOOKS.get('NonFiniteStepHook').__name__]
+try:
+    MODELS.get('DinoVim')
+except ImportError as error:
+    result.append(str(error))
+print('RESULT ' + json.dumps(result))
+'''
+
+
+def test_import_needs_no_mmcv_and_the_first_lookup_that_does_names_the_install_command(
+        tmp_path):
+    hook, error = run_without(MISSING_MMCV_PROBE, ('mmcv', ), tmp_path)
+    assert hook == 'NonFiniteStepHook'  # the safeguards need no mmcv
+    assert 'mmcv is not installed' in error
+    assert '`python -m dinomamba_mm.install_mmcv`' in error
+
+
+NO_COMPILED_OPS_PROBE = r'''
+import importlib.abc, json, sys, warnings
+
+
+class NoCompiledOps(importlib.abc.MetaPathFinder):
+    """mmcv without its compiled ops (mmcv-lite, or ops built for another torch)."""
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == 'mmcv._ext' or fullname.startswith('mmcv.ops'):
+            raise ModuleNotFoundError(f'No module named {fullname!r}', name=fullname)
+
+
+sys.meta_path.insert(0, NoCompiledOps())
+import torch
+warnings.simplefilter('ignore')  # mmcv.cnn.bricks.transformer: "install mmcv, not mmcv-lite"
+from dinomamba_mm.registry import MODELS
+backbone = MODELS.build(dict(type='DinoVim', arch=dict(embed_dims=32, num_layers=2, d_state=8,
+                                                       headdim=8), img_size=32, patch_size=16))
+(out, ) = backbone(torch.randn(2, 3, 32, 32))
+print('RESULT ' + json.dumps([list(out.shape), bool(torch.isfinite(out).all()),
+                              [m for m in sys.modules if m.startswith('mmcv.ops')]]))
+'''
+
+
+def test_dinovim_needs_no_compiled_mmcv_op(tmp_path):
+    """mmcv.cnn's PatchEmbed and DropPath import without mmcv._ext (mmcv-lite, or a wheel whose
+    ops do not load): only mmcv.cnn.bricks.transformer's optional import of mmcv.ops fails."""
+    shape, finite, ops = run_probe(NO_COMPILED_OPS_PROBE, cwd=str(tmp_path))
+    assert shape == [2, 32] and finite and ops == []
+
+
+PACKAGE_MAP_PROBE = r'''
+import json, os.path as osp
+import dinomamba_mm
+from mmengine.config.utils import MODULE2PACKAGE
+from mmengine.utils import get_installed_path, is_installed
+target = MODULE2PACKAGE['dinomamba_mm']
+print('RESULT ' + json.dumps([target, is_installed(target),
+                              get_installed_path(target) == osp.dirname(dinomamba_mm.__file__)]))
+'''
+
+
+def test_our_package_map_entry_resolves_to_this_package(tmp_path):
+    """mmengine 0.10.7 locates a name that is no installed distribution at the folder of the
+    module importlib finds: our entry reaches the package imported, whatever the install
+    (here a checkout on PYTHONPATH while the editable install of another one is in
+    site-packages), with mmengine's own get_installed_path."""
+    assert run_probe(PACKAGE_MAP_PROBE, cwd=str(tmp_path)) == ['dinomamba_mm.registry', True,
+                                                               True]
+
+
+MODELS_ALONE_PROBE = r'''
+import json, sys
+import dinomamba_mm.models  # noqa: F401
+print('RESULT ' + json.dumps(sorted(m for m in sys.modules if m.startswith('dinomamba_mm.engine'))))
+'''
+
+
+def test_the_models_do_not_import_the_engine(tmp_path):
+    """The training safeguards (and the schedules) are the Runner's business: a model never
+    needs them."""
+    assert run_probe(MODELS_ALONE_PROBE, cwd=str(tmp_path)) == []

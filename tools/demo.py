@@ -326,6 +326,7 @@ def random_init(args) -> str:
     from mmengine.runner.checkpoint import save_checkpoint
 
     from dinomamba_mm.analysis.backbone_loading import build_backbone
+    from dinomamba_mm.engine.safeguards import AtomicLocalBackend  # noqa: F401 (atomic_local)
     torch.manual_seed(args.seed)
     backbone = build_backbone(Config.fromfile(RANDOM.config))
     backbone.init_weights()

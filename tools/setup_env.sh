@@ -6,11 +6,10 @@
 # - Python 3.11 virtual environment in VENV_DIR (an existing one is reused as it is).
 # - torch + torchvision: an importable pair already in the environment is kept; otherwise
 #   torch 2.14.1 + torchvision 0.29.1 (mmpretrain imports torchvision at import time).
-# - mmcv 2.1.0 with compiled ops, matching the installed torch: a wheel from $PIP_FIND_LINKS or
-#   our own cache when one imports; otherwise built from the PyPI sdist (~15 min on 2 cores) with
-#   `-std=c++20` (torch >= 2.14 headers need it) and cached under
-#   ${DINOMAMBA_CACHE:-~/.cache/dinomamba_mm}/wheels/torch-<version>/ (keyed on torch: pip's own
-#   wheel cache is not, see docs/faq.md).
+# - mmcv 2.1.0 with compiled ops, matching the installed torch: `python -m
+#   dinomamba_mm.install_mmcv` (dinomamba_mm/install_mmcv.py: a wheel from $PIP_FIND_LINKS or
+#   its cache ${DINOMAMBA_CACHE:-~/.cache/dinomamba_mm}/wheels/torch-<version>/, else the PyPI
+#   sdist built into that cache, ~15 min on 2 cores).
 # - the OpenMMLab stack pinned in requirements/runtime.txt, the test tools (requirements/tests.txt
 #   and mamba-ssm's Python files, an oracle of the Triton tests), and this package (editable).
 # A stamp keyed on this script, the requirement files, setup.py and the torch version makes a
@@ -23,14 +22,11 @@ case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # the mmcv build runs in an
 PY_FOR_VENV=${PYTHON_FOR_VENV:-python3.11}
 TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
-MMCV_VERSION=2.1.0
 MAMBA_SSM_VERSION=2.3.2.post1
 TORCH_NEEDS_MB=6000
-CACHE=${DINOMAMBA_CACHE:-$HOME/.cache/dinomamba_mm}
 # torch 2.14.1 requires setuptools >= 77.0.3; mmengine's 'pkg::' configs need pkg_resources,
-# which setuptools 81 removed. mmcv's sdist is built with setuptools < 70, as measured.
+# which setuptools 81 removed.
 SETUPTOOLS='setuptools>=77.0.3,<81'
-SETUPTOOLS_MMCV_BUILD='setuptools<70'
 
 log() { printf '[setup_env] %s\n' "$*" >&2; }
 
@@ -78,7 +74,6 @@ else
     "${PIP[@]}" install -q --no-cache-dir "torch==$TORCH_VERSION" \
         "torchvision==$TORCHVISION_VERSION" "$SETUPTOOLS"
 fi
-TORCH=$(torch_version)
 
 # Everything installed from here on must leave torch and setuptools alone.
 CONSTRAINTS=$(mktemp)
@@ -90,66 +85,16 @@ with open(sys.argv[1], 'w') as f:
     f.write(f"torch=={version('torch')}\ntorchvision=={version('torchvision')}\n{sys.argv[2]}\n")
 EOF
 
-mmcv_ok() {
-    "$PY" -c "import mmcv, sys; from mmcv.ops import nms, RoIAlign; \
-sys.exit(mmcv.__version__ != '$MMCV_VERSION')" >/dev/null 2>&1
-}
-
-install_mmcv_wheel_from() {  # $1: a directory that may hold an mmcv wheel
-    local dir=$1 wheel
-    for wheel in "$dir"/mmcv-"$MMCV_VERSION"-*.whl; do
-        [ -f "$wheel" ] || continue
-        log "trying mmcv wheel $wheel"
-        # first with its dependencies (mmengine, opencv, ...), then replacing a broken mmcv
-        "${PIP[@]}" install -q --no-cache-dir "$wheel" -c "$CONSTRAINTS" \
-            -c "$ROOT/requirements/runtime.txt"
-        "${PIP[@]}" install -q --no-deps --no-cache-dir --force-reinstall "$wheel"
-        if mmcv_ok; then return 0; fi
-        log "  $wheel does not match torch $TORCH; uninstalling it"
-        "${PIP[@]}" uninstall -q -y mmcv
-    done
-    return 1
-}
-
-build_mmcv() {
-    local out=$1 work
-    work=$(mktemp -d)
-    log "building mmcv $MMCV_VERSION from its sdist for torch $TORCH (about 15 min on 2 cores)"
-    "${PIP[@]}" download -q --no-deps --no-binary :all: --no-cache-dir \
-        "mmcv==$MMCV_VERSION" -d "$work"
-    tar -xzf "$work"/mmcv-"$MMCV_VERSION".tar.gz -C "$work"
-    # torch >= 2.14 headers refuse C++17 ("C++20 or later compatible compiler is required").
-    sed -i 's/-std=c++17/-std=c++20/g' "$work/mmcv-$MMCV_VERSION/setup.py"
-    mkdir -p "$out"
-    "${PIP[@]}" install -q "$SETUPTOOLS_MMCV_BUILD"
-    (cd "$work/mmcv-$MMCV_VERSION" && MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} \
-        "${PIP[@]}" wheel -q --no-deps --no-build-isolation --no-cache-dir . -w "$out")
-    "${PIP[@]}" install -q "$SETUPTOOLS"
-    rm -rf "$work"
-}
-
-if mmcv_ok; then
-    log "keeping the installed mmcv $MMCV_VERSION (ops import against torch $TORCH)"
-else
-    OWN_WHEELS="$CACHE/wheels/torch-$TORCH"
-    found=1
-    for dir in ${PIP_FIND_LINKS:-} "$OWN_WHEELS"; do
-        dir=${dir#file://}
-        [ -d "$dir" ] || continue
-        if install_mmcv_wheel_from "$dir"; then found=0; break; fi
-    done
-    if [ "$found" != 0 ]; then
-        build_mmcv "$OWN_WHEELS"
-        install_mmcv_wheel_from "$OWN_WHEELS" || {
-            log "the mmcv wheel built in $OWN_WHEELS does not import against torch $TORCH"
-            exit 1
-        }
-    fi
-fi
+# mmcv: the package's own installer (a cached wheel, else the sdist build), also what a wheel
+# user runs; the first run of a fresh venv has no mmengine yet, which the package tolerates.
+PYTHONPATH="$ROOT" "$PY" -m dinomamba_mm.install_mmcv -c "$ROOT/requirements/runtime.txt"
 
 log "installing the OpenMMLab stack and test tools (requirements/)"
 "${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" -r "$ROOT/requirements/tests.txt" \
     -c "$CONSTRAINTS"
+# openmim for the `mim download` tests, without its dependencies: opendatalab -> openxlab pins
+# setuptools~=60.2.0 (torch needs >= 77.0.3); what it imports is in requirements/tests.txt
+"${PIP[@]}" install -q --no-deps "openmim==0.3.9"
 # mamba_ssm's Triton ops, an oracle of tests/test_ops/test_ssd_triton_vs_mamba_ssm.py: its Python
 # files only (SKIP_CUDA_BUILD; FORCE_BUILD stops its setup.py downloading a prebuilt CUDA wheel).
 MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE "${PIP[@]}" install -q --no-deps \

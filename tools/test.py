@@ -6,11 +6,14 @@
         [--launcher none|pytorch|slurm|mpi]
     bash tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [same options]
 
-The checkpoint is checked (exists, is a complete checkpoint whose zip records pass their CRC)
-before anything is built, and loaded strictly (``dinomamba_mm.StrictLoadHook``): a checkpoint of
-another model is an error listing the keys and shapes that differ, not a score of random weights,
-and tensors holding NaN or Inf are an error naming them (``--allow-non-finite`` loads them);
-``--no-strict-load`` restores mmengine's non-strict load. The other options are mmpretrain's.
+The checkpoint is checked (exists, is a complete checkpoint whose zip records pass their CRC,
+holds nothing torch's safe unpickler refuses; a Hugging Face URL of the model zoo is downloaded
+to its own cache name first) before the Runner is built, and loaded strictly
+(``dinomamba_mm.StrictLoadHook``): a checkpoint of another model is an error listing the keys
+and shapes that differ, not a score of random weights, and tensors holding NaN or Inf are an
+error naming them (``--allow-non-finite`` loads them); ``--no-strict-load`` restores mmengine's
+non-strict load. The other options are mmpretrain's. Like tools/train.py, it applies the
+compatibility fixes of ``dinomamba_mm.compat`` that mmengine's Runner needs.
 The visualisation options drive the config's ``default_hooks.visualization``, whichever scope's
 hook it is (mmpretrain's ``VisualizationHook``, mmseg's ``SegVisualizationHook``, mmdet's
 ``DetVisualizationHook``).
@@ -27,11 +30,13 @@ from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
 
-from dinomamba_mm.checkpoints import check_checkpoint_file
-from dinomamba_mm.datasets.layout_check import check_dataset_paths
-from dinomamba_mm.engine.hooks.strict_load_hook import add_strict_load_hook
-from dinomamba_mm.engine.run_guards import warn_unread_cfg_options
-from dinomamba_mm.engine.optimizers.amp_fallback import fall_back_to_fp32_without_accelerator
+from dinomamba_mm.checkpoints import check_checkpoint_file, resolve_checkpoint
+from dinomamba_mm.compat import (init_distributed, quiet_pkg_resources,
+                                 unscope_dataloader_functions)
+from dinomamba_mm.engine.safeguards import (add_strict_load_hook, check_dataset_paths,
+                                            fall_back_to_fp32_without_accelerator,
+                                            warn_unread_cfg_options)
+from dinomamba_mm.install_mmcv import check_mmcv
 
 PICKLE = ('.pkl', '.pickle')
 METRIC_FILES = ('.json', '.yaml', '.yml') + PICKLE
@@ -159,15 +164,20 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.merge_from_dict(args.cfg_options)
     if not args.no_amp_fallback:
         fall_back_to_fp32_without_accelerator(cfg)
+    unscope_dataloader_functions(cfg)
     return cfg
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    check_mmcv()
     check_checkpoint_file(args.checkpoint)
-    cfg = merge_args(Config.fromfile(args.config), args)
+    with quiet_pkg_resources():
+        cfg = merge_args(Config.fromfile(args.config), args)
     check_dataset_paths(cfg, loaders=('test_dataloader', ))
 
+    init_distributed(args.launcher, cfg.get('env_cfg', {}))
+    cfg.load_from = resolve_checkpoint(cfg.load_from)
     runner = RUNNERS.build(cfg)  # cfg.runner_type, mmengine's Runner by default
     if args.out is not None and args.out_item != 'metrics':
         runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))

@@ -2,7 +2,7 @@
 # Hugging Face Vim/Base), ADE20K 512x512, 160k iterations at 8 GPUs x 2 images, AdamW with
 # layer-wise lr decay 0.92 over the 24 blocks (Vim's segmentation recipe), slide inference (512
 # crops, stride 341). Paper: 38.0 mIoU.
-# `tools/dist_train.sh configs/ade20k/THIS.py 8`; the teacher backbone is loaded strictly from
+# `tools/dist_train.sh configs/dinovim_b_ade20k.py 8` (this config); the teacher backbone is loaded strictly from
 # the model zoo (or set `checkpoint` to a local copy / a converted checkpoint).
 _base_ = [
     '../_base_/models/upernet_dinovim.py',

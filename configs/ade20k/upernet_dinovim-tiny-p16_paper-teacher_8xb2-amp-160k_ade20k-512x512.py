@@ -1,6 +1,6 @@
 # UperNet on DinoVim-T (width 256) initialised from the Dino-Mamba paper's released DINO
-# teacher (paper-teacher, Hugging Face Vim/Tiny); otherwise the recipe of upernet_dinovim-b-...py
-# (the same bases).
+# teacher (paper-teacher, Hugging Face Vim/Tiny); otherwise the recipe of
+# upernet_dinovim-base-p16_paper-teacher_8xb2-amp-160k_ade20k-512x512.py (the same bases).
 _base_ = [
     '../_base_/models/upernet_dinovim.py',
     '../_base_/datasets/ade20k.py',

@@ -1,6 +1,6 @@
 # Cascade Mask R-CNN on DinoVim-T (width 256) initialised from the Dino-Mamba paper's released DINO
 # teacher (paper-teacher, Hugging Face Vim/Tiny); otherwise the recipe of
-# cascade-mask-rcnn_dinovim-b-...py (the same bases).
+# cascade-mask-rcnn_dinovim-base-p16_paper-teacher_16xb4-amp-lsj-100e_coco.py (the same bases).
 _base_ = [
     '../_base_/models/cascade_mask_rcnn_dinovim.py',
     '../_base_/datasets/coco_instance.py',

@@ -1,8 +1,9 @@
 # Cascade Mask R-CNN on ViT-B/16 initialised from the teacher of our DINO run (dino-ours,
-# configs/dino/dino_vit-base-...): blocks 4, 6, 8, 12, layer-wise lr decay 0.7 over the 12 blocks
+# configs/dino/dino_vit-base-p16_8xb64-amp-coslr-100e_in1k.py): blocks 4, 6, 8, 12, layer-wise lr decay 0.7 over the 12 blocks
 # (ViTDet's value for ViT-B); otherwise the DinoVim-B recipe. Paper: 44.8 box AP / 39.1 mask AP.
 # The teacher backbone (keys teacher.backbone.*) is loaded by the Pretrained initializer of scope
-# dinomamba_mm (the checked loader), which runs after the ViT's own init_weights (see configs/ade20k/upernet_vit-b-...py).
+# dinomamba_mm (the checked loader), which runs after the ViT's own init_weights (see
+# configs/ade20k/upernet_vit-base-p16_dino-ours_8xb2-amp-160k_ade20k-512x512.py).
 _base_ = [
     '../_base_/models/cascade_mask_rcnn_dinovim.py',
     '../_base_/datasets/coco_instance.py',

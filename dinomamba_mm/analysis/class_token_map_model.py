@@ -47,15 +47,22 @@ class ClassTokenMapModel(BaseModel):
                               ignore_ids=())
 
     Args:
-        backbone: backbone config (VisionTransformer, LinearViT, DinoVim, DinoMambaReg) or
-            an already built backbone.
-        map_type: 'similarity' (cosine of the class token output to patch outputs) or
+        backbone (dict | nn.Module): Backbone config (VisionTransformer, LinearViT, DinoVim,
+            DinoMambaReg, any backbone whose blocks hold a token mixer) or an already built
+            backbone.
+        map_type (str): 'similarity' (cosine of the class token output to patch outputs) or
             'attention' (the class token's row of each head's mixing matrix).
-        layer_indices: blocks to map (negative counts from the end).
-        query: 'mean' or 'each' over several read tokens (registers).
-        mamba_kinds: directions mapped for Mamba-2 mixers: 'forward', 'backward', 'combined'.
-        data_preprocessor: e.g. ``dict(type='SegDataPreProcessor', ...)``.
-        init_cfg: mmengine init config.
+            Defaults to 'similarity'.
+        layer_indices (Sequence[int]): Blocks to map (negative counts from the end).
+            Defaults to (-1, ).
+        query (str): 'mean' or 'each' over several read tokens (registers).
+            Defaults to 'mean'.
+        mamba_kinds (Sequence[str]): The matrices mapped of a mixer that gives several (the
+            Mamba-2 mixer: 'forward', 'backward', 'combined'); a mixer with one matrix maps it.
+            Defaults to ('combined', ).
+        data_preprocessor (dict, optional): E.g. ``dict(type='SegDataPreProcessor', ...)``.
+            Defaults to None.
+        init_cfg (dict, optional): mmengine init config. Defaults to None.
     """
 
     def __init__(self,

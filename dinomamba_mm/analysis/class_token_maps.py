@@ -4,23 +4,25 @@ Two kinds of map (the Binary-AUC inputs of the paper):
 
 - ``'similarity'``: cosine similarity of the class token's output to every patch output of a
   block (the block outputs the backbone returns with ``out_type='raw'``);
-- ``'attention'``: the class token's row of the block's mixing matrix M per head (softmax
-  attention for ViT, phi(q) phi(K)^T row-normalised for LinearViT, the SSD matrix per direction
-  for DinoVim; see :mod:`.mixing_matrix`), restricted to the patch columns.
+- ``'attention'``: the class token's row of the block's mixing matrix M per head, as the mixer
+  gives it (softmax attention for ViT, phi(q) phi(K)^T for LinearViT, the SSD matrix per
+  direction for DinoVim; see :mod:`.mixing_matrix`), restricted to the patch columns. A map's
+  scale is the mixer's (Binary-AUC is the same for any positive scale of a map).
 
 For register models (several read tokens) ``query='mean'`` averages over the registers (their
 mean output / the mean of their rows) and ``query='each'`` keeps one map per register.
 """
+from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.argument_checks import check_choice
-from .mixing_matrix import (MAMBA_KINDS, backbone_blocks, capture_mixer_inputs,
-                            find_mixer, mixer_mixing_matrices, normalize_layer_indices)
+from dinomamba_mm.argument_checks import check_argument, check_choice
+from .mixing_matrix import (backbone_blocks, capture_mixer_inputs, find_mixer,
+                            mixer_mixing_matrices, normalize_layer_indices)
 from .token_layout import TokenLayout, token_layout
 
 MAP_TYPES = ('similarity', 'attention')
@@ -107,6 +109,19 @@ def _names(num_read: int, read_positions: List[int], kinds: List[str],
     return names
 
 
+def select_matrices(matrices: Dict[str, torch.Tensor],
+                    names: Sequence[str]) -> Dict[str, torch.Tensor]:
+    """The matrices ``names`` of a mixer that gives several (Mamba-2: 'forward', 'backward',
+    'combined'), in that order; the one matrix of a mixer that gives one (attention)."""
+    if len(matrices) == 1:
+        return matrices
+    missing = [name for name in names if name not in matrices]
+    if missing:
+        raise ValueError(f'mamba_kinds {list(names)} must be drawn from the mixer\'s matrices '
+                         f'{list(matrices)}; not there: {missing}')
+    return OrderedDict((name, matrices[name]) for name in names)
+
+
 @torch.no_grad()
 def extract_class_token_maps(backbone: nn.Module,
                              inputs: torch.Tensor,
@@ -122,17 +137,17 @@ def extract_class_token_maps(backbone: nn.Module,
         layer_indices: blocks to read (negative counts from the end).
         map_type: 'similarity' or 'attention' (see the module docstring).
         query: 'mean' or 'each' over the read tokens (class token / registers).
-        mamba_kinds: for Mamba-2 mixers, which of 'forward', 'backward', 'combined' to map.
+        mamba_kinds: which of the matrices to map of a mixer that gives several (the Mamba-2
+            mixer: 'forward', 'backward', 'combined'); a mixer with one matrix maps it.
 
     Returns:
         :class:`ClassTokenMaps`; K = E' (similarity) or E' * kinds * heads (attention).
     """
     check_choice('map_type', map_type, MAP_TYPES)
     check_choice('query', query, QUERY_MODES)
-    unknown = [k for k in mamba_kinds if k not in MAMBA_KINDS]
-    if unknown or not mamba_kinds:
-        raise ValueError(f'mamba_kinds must be a non-empty subset of {MAMBA_KINDS}, got '
-                         f'{list(mamba_kinds)}')
+    check_argument('mamba_kinds', mamba_kinds, 'a non-empty sequence of matrix names (str)',
+                   lambda v: isinstance(v, (tuple, list)) and all(isinstance(k, str) for k in v),
+                   lambda v: len(v) > 0)
     layer_ids = normalize_layer_indices(layer_indices, len(backbone_blocks(backbone)))
     hooked = layer_ids if map_type == 'attention' else []
     with capture_mixer_inputs(backbone, hooked) as captured, \
@@ -153,8 +168,8 @@ def extract_class_token_maps(backbone: nn.Module,
                 names = ['mean'] if query == 'mean' else [f'tok{p}' for p in read_positions]
             continue
         mixer = find_mixer(backbone_blocks(backbone)[layer])
-        matrices = mixer_mixing_matrices(mixer, captured[layer], rows=layout.read,
-                                         mamba_kinds=mamba_kinds, normalize_linear=True)
+        matrices = select_matrices(mixer_mixing_matrices(mixer, captured[layer], layout.read),
+                                   mamba_kinds)
         per_kind = [class_token_attention(rows, layout, query) for rows in matrices.values()]
         num_heads = next(iter(matrices.values())).shape[1]
         # (B, E' * H) per kind -> (B, E' * kinds * H), read-token major

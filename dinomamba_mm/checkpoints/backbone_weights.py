@@ -63,23 +63,46 @@ def _keys(state: Mapping, limit: int = 12) -> str:
 
 def strip_module_prefix(state_dict: Mapping[str, torch.Tensor]) -> OrderedDict:
     """Keys without a leading ``module.`` (a DDP-wrapped model's), as mmengine's loaders do;
-    torch's ``_metadata`` (module versions) is kept."""
+    torch's ``_metadata`` (module versions, position-embedding grids) is kept, its module paths
+    stripped alike."""
     stripped = OrderedDict((re.sub(r'^module\.', '', key), value)
                            for key, value in state_dict.items())
     metadata = getattr(state_dict, '_metadata', None)
     if metadata is not None:
-        stripped._metadata = metadata
+        stripped._metadata = OrderedDict((re.sub(r'^module(\.|$)', '', path), value)
+                                         for path, value in metadata.items())
     return stripped
 
 
+def check_tensors(state_dict: Mapping, source: str) -> None:
+    """Raise a :class:`CheckpointError` naming the entries of ``state_dict`` that are not
+    tensors (a list or a number among the weights: the loaders would fail on it)."""
+    odd = [f'{key} ({type(value).__name__})' for key, value in state_dict.items()
+           if not torch.is_tensor(value)]
+    if odd:
+        shown = ', '.join(odd[:10]) + (', ...' if len(odd) > 10 else '')
+        raise CheckpointError(f'{source}: {len(odd)} entries are not tensors: [{shown}]; '
+                              'expected a state dict of tensors')
+
+
 def _under(state: Mapping, prefix: str) -> 'OrderedDict[str, torch.Tensor]':
-    return OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
+    """The entries under ``prefix`` ('a.b.'), keyed from there, with their ``_metadata``."""
+    under = OrderedDict((k[len(prefix):], v) for k, v in state.items() if k.startswith(prefix))
+    metadata = getattr(state, '_metadata', None)
+    if metadata is not None and not prefix:
+        under._metadata = OrderedDict(metadata)
+    elif metadata is not None:
+        path = prefix.rstrip('.')
+        under._metadata = OrderedDict(
+            (key[len(path) + 1:] if key != path else '', value)
+            for key, value in metadata.items() if key == path or key.startswith(prefix))
+    return under
 
 
-def _paper_weights(state: Mapping, module_path: str) -> ModuleWeights:
+def _paper_weights(state: Mapping, module_path: str, name: str) -> ModuleWeights:
     """Weights of a DINO reference file or in the paper's key names: 'paper' token layout."""
     state = paper_to_ours(state) if is_paper_layout(state) else OrderedDict(state)
-    layouts = {module_path: paper_layout(state)} if 'pos_embed' in state else {}
+    layouts = {module_path: paper_layout(state, name)} if 'pos_embed' in state else {}
     return ModuleWeights(state, module_path, layouts)
 
 
@@ -102,6 +125,8 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
     """
     if network not in NETWORKS:
         raise ValueError(f'network must be one of {NETWORKS}, got {network!r}')
+    if prefix is not None and not isinstance(prefix, str):
+        raise TypeError(f"prefix must be 'auto', None or a key prefix (str), got {prefix!r}")
     if not isinstance(checkpoint, Mapping):
         raise CheckpointError(f'{name} holds a {type(checkpoint).__name__}, expected a dict')
     if any(isinstance(checkpoint.get(n), Mapping) for n in NETWORKS):
@@ -113,7 +138,8 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
         if not state:
             raise CheckpointError(f"{name} has a {network!r} entry without backbone.* keys: "
                                   f'{_keys(entry)}')
-        return _paper_weights(state, network)
+        check_tensors(state, name)
+        return _paper_weights(state, network, name)
     state_dict = checkpoint.get('state_dict', checkpoint)
     if not isinstance(state_dict, Mapping):
         raise CheckpointError(f'{name} has no state dict; its top-level keys are '
@@ -141,9 +167,10 @@ def find_backbone_weights(checkpoint, name: str, prefix: Optional[str] = 'auto',
         heads = sorted({k.split('.')[0] + '.' for k in state_dict})
         raise CheckpointError(f'{name} has no key starting with the prefix {prefix!r}; its keys '
                               f'start with {heads[:10]}')
+    check_tensors(state, name)
     module_path = prefix.rstrip('.')
     if is_paper_layout(state):
-        return _paper_weights(state, module_path)
+        return _paper_weights(state, module_path, name)
     meta = checkpoint.get('meta')
     layouts = meta.get(LAYOUT_META_KEY) if isinstance(meta, Mapping) else None
     return ModuleWeights(state, module_path, dict(layouts or {}))

@@ -5,6 +5,7 @@ from typing import List, Optional, Union
 from mmengine.model.weight_init import PretrainedInit, update_init_info
 from torch import nn
 
+from dinomamba_mm.argument_checks import check_bool
 from dinomamba_mm.registry import SCOPE, WEIGHT_INITIALIZERS
 from .backbone_weights import NETWORKS
 from .loading import load_checkpoint_into
@@ -42,6 +43,7 @@ class CheckedPretrainedInit(PretrainedInit):
     def __init__(self, checkpoint: str, prefix: Optional[str] = None,
                  map_location: str = 'cpu', allow_non_finite: bool = False) -> None:
         super().__init__(checkpoint, prefix=prefix, map_location=map_location)
+        check_bool('allow_non_finite', allow_non_finite)
         self.allow_non_finite = allow_non_finite
 
     def __call__(self, module: nn.Module) -> None:

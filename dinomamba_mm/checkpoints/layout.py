@@ -16,6 +16,7 @@ grid is resampled once at load, with a warning (``DinoVim``'s load hook).
 """
 import logging
 import math
+from collections import OrderedDict
 from typing import Dict, Mapping
 
 import torch.nn as nn
@@ -25,6 +26,10 @@ from mmengine.model import is_model_wrapper
 from .files import CheckpointError
 
 LAYOUT_META_KEY = 'backbone_layouts'
+#: where a state dict records the (h, w) patch grid of a backbone's ``pos_embed``: that module's
+#: entry of the state dict's ``_metadata`` (kept by torch.save; written by DinoVim and LinearViT,
+#: and by :func:`hand_recorded_grids` from the record in a checkpoint's meta)
+GRID_METADATA_KEY = 'pos_embed_grid'
 
 
 def model_layouts(model: nn.Module) -> Dict[str, dict]:
@@ -37,13 +42,47 @@ def model_layouts(model: nn.Module) -> Dict[str, dict]:
             for name, module in model.named_modules() if hasattr(module, 'token_layout')}
 
 
-def paper_layout(state_dict: Mapping) -> dict:
-    """The record of a paper backbone, from its state dict in our key names."""
+def paper_layout(state_dict: Mapping, name: str) -> dict:
+    """The record of a paper backbone, from its state dict in our key names: the paper's tables
+    are square (Vim's 14 x 14, MambaR's 7 x 7).
+
+    Raises:
+        CheckpointError: naming ``name``, when the table's patch rows are no square.
+    """
     registers = state_dict.get('register_tokens')
     num_extra = 1 if registers is None else registers.shape[1]
-    side = math.isqrt(state_dict['pos_embed'].shape[1] - num_extra)
+    table = state_dict['pos_embed']
+    patches = table.shape[1] - num_extra
+    side = math.isqrt(max(patches, 0))
+    if side * side != patches:
+        raise CheckpointError(f'{name} holds a paper table (pos_embed of shape '
+                              f'{tuple(table.shape)}) whose {patches} patch rows are not a square '
+                              "grid; the paper's tables are square (Vim's 14 x 14, MambaR's 7 x 7)")
     return dict(type='DinoVim' if registers is None else 'DinoMambaReg', token_layout='paper',
                 pos_embed_grid=[side, side])
+
+
+def hand_recorded_grids(module: nn.Module, state_dict: Mapping, records: Mapping[str, dict],
+                        module_path: str) -> None:
+    """Put each record's position-embedding grid into ``state_dict``'s ``_metadata`` at the
+    path of the module it is for, where that module's load pre-hook reads it (a grid the state
+    dict records itself is kept).
+
+    Args:
+        module: the module ``state_dict`` is loaded into.
+        state_dict: its weights (an OrderedDict; its ``_metadata`` is created if missing).
+        records: ``{module path in the checkpoint: record}``.
+        module_path: where ``module``'s weights sit in the checkpoint.
+    """
+    metadata = getattr(state_dict, '_metadata', None)
+    metadata = OrderedDict() if metadata is None else metadata
+    for path in model_layouts(module):
+        record = records.get('.'.join(p for p in (module_path, path) if p)) or {}
+        if record.get('pos_embed_grid'):
+            entry = dict(metadata.get(path, {}))
+            entry.setdefault(GRID_METADATA_KEY, list(record['pos_embed_grid']))
+            metadata[path] = entry
+    state_dict._metadata = metadata
 
 
 def check_layouts(module: nn.Module, records: Mapping[str, dict], module_path: str,

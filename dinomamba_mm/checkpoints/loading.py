@@ -2,10 +2,12 @@
 
 mmengine loads ``load_from`` and ``Pretrained`` checkpoints non-strictly: keys that do not match
 and tensors of the wrong shape are only logged, and the model goes on with random weights.
-:func:`load_checkpoint_into` reads the file (:mod:`.files`), finds the module's weights in it
-(:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are finite,
-and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last directly.
+:func:`load_checkpoint_into` reads the file (:func:`read_checkpoint`), finds the module's weights
+in it (:mod:`.backbone_weights`), checks their token layout (:mod:`.layout`) and that they are
+finite, and loads them with :func:`load_state_dict_checked`; the Runner's hooks call the last
+directly, on what the Runner read from the file :func:`resolve_checkpoint` gave it.
 """
+import os
 from collections import Counter, OrderedDict
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Union
 
@@ -15,12 +17,50 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from dinomamba_mm.finite_checks import non_finite_tensors
-from .backbone_weights import ModuleWeights, find_backbone_weights
-from .files import CheckpointError
-from .layout import check_layouts
+from .backbone_weights import ModuleWeights, check_tensors, find_backbone_weights
+from .files import (CheckpointError, check_checkpoint_file, check_safe_to_unpickle, is_local_path,
+                    load_local)
+from .layout import check_layouts, hand_recorded_grids
+from .model_zoo import HUGGINGFACE_PREFIXES, describe, fetch, load_from_huggingface
 
 # Keys listed per kind in an error; the counts are always given in full.
 _SHOWN_KEYS = 10
+
+
+def read_checkpoint(filename: str, map_location='cpu'):
+    """The checkpoint at ``filename``, read by our loaders: a local file checked first
+    (:func:`.files.load_local`), a Hugging Face URL downloaded to its own cache name
+    (:func:`.model_zoo.load_from_huggingface`); other URLs (``https://``, ``open-mmlab://``,
+    ...) by mmengine's ``CheckpointLoader``.
+
+    Args:
+        filename (str): path or URL.
+        map_location (str): as :func:`torch.load`'s. Defaults to 'cpu'.
+    """
+    if is_local_path(filename):
+        return load_local(filename, map_location=map_location)
+    if filename.startswith(HUGGINGFACE_PREFIXES):
+        return load_from_huggingface(filename, map_location=map_location)
+    return CheckpointLoader.load_checkpoint(filename, map_location=map_location)
+
+
+def resolve_checkpoint(filename: str, what: str = 'checkpoint') -> str:
+    """What to hand mmengine's Runner as ``load_from`` for ``filename``: a local file checked
+    (:func:`.files.check_checkpoint_file`, :func:`.files.check_safe_to_unpickle`), a Hugging
+    Face URL replaced by its checked download (:func:`.model_zoo.fetch`: rank 0 first, so call
+    it after the process group started), another URL as it is.
+
+    Args:
+        filename (str): path or URL.
+        what (str): how an error names the file, e.g. ``'--resume checkpoint'``.
+    """
+    if is_local_path(filename):
+        check_checkpoint_file(filename, what)
+        check_safe_to_unpickle(filename)
+        return filename
+    if filename.startswith(HUGGINGFACE_PREFIXES):
+        return fetch(filename)
+    return filename
 
 
 class LoadReport(NamedTuple):
@@ -71,6 +111,23 @@ def check_finite(state_dict: Mapping, source: str) -> None:
             'load them anyway')
 
 
+def _dtype_kind(tensor: torch.Tensor) -> str:
+    if tensor.is_floating_point():
+        return 'float'
+    if tensor.is_complex():
+        return 'complex'
+    return 'bool' if tensor.dtype == torch.bool else 'int'
+
+
+def _dtype_mismatches(state_dict: Mapping, expected: Mapping) -> List[str]:
+    """Keys whose checkpoint tensor is of another kind (float, int, bool, complex) than the
+    module's: ``load_state_dict`` would cast it silently (rounded, truncated or the imaginary
+    part dropped). Float -> float casts (a float16 checkpoint) are torch's and stay allowed."""
+    return [f'{key}: {str(value.dtype)[6:]} in the checkpoint, '
+            f'{str(expected[key].dtype)[6:]} in the model' for key, value in state_dict.items()
+            if key in expected and _dtype_kind(value) != _dtype_kind(expected[key])]
+
+
 def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Tensor],
                             source: str, strict: bool, advice: str = '',
                             allow_non_finite: bool = False) -> LoadReport:
@@ -96,9 +153,17 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
             keys are when a prefix explains them (the module may then be partly loaded); or
             naming the non-finite tensors, before anything is loaded.
     """
+    check_tensors(state_dict, source)
     if not allow_non_finite:
         check_finite(state_dict, source)
-    expected = list(module.state_dict())
+    expected_state = module.state_dict()
+    expected = list(expected_state)
+    other_kinds = _dtype_mismatches(state_dict, expected_state)
+    if other_kinds:
+        raise CheckpointError(
+            f'{source} does not match {type(module).__name__}: {len(other_kinds)} tensors have '
+            f'another kind of dtype: {"; ".join(other_kinds[:_SHOWN_KEYS])} (floating-point, '
+            'integer, bool and complex tensors load only from their own kind)')
     to_load = OrderedDict(state_dict)  # pre-hooks may pop and add keys
     metadata = getattr(state_dict, '_metadata', None)
     if metadata is not None:
@@ -145,9 +210,20 @@ def load_state_dict_checked(module: nn.Module, state_dict: Mapping[str, torch.Te
                           + (f'. {advice}' if advice else ''))
 
 
+def _path_or_checkpoint(checkpoint) -> Union[str, Mapping]:
+    """A path (``os.PathLike`` as str) or URL, or a loaded checkpoint; anything else refused."""
+    if isinstance(checkpoint, os.PathLike):
+        return os.fspath(checkpoint)
+    if not isinstance(checkpoint, (str, Mapping)):
+        raise TypeError('checkpoint must be a path or URL (str or os.PathLike) or a loaded '
+                        f'checkpoint (a dict), got {checkpoint!r}')
+    return checkpoint
+
+
 def _name(checkpoint: Union[str, Mapping], filename: Optional[str]) -> str:
+    """'checkpoint PATH', or 'checkpoint URL (cached as PATH)' for a model-zoo file."""
     filename = checkpoint if isinstance(checkpoint, str) else filename
-    return 'checkpoint' + (f' {filename!r}' if filename else '')
+    return 'checkpoint' + (f' {describe(filename)}' if filename else '')
 
 
 def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
@@ -159,17 +235,19 @@ def find_checked(module: nn.Module, checkpoint: Union[str, Mapping],
 
     Args:
         module: the module the weights are for.
-        checkpoint: path or URL (mmengine's loaders; local files and the model zoo's checked),
-            or a loaded checkpoint (then ``filename`` names it in errors).
+        checkpoint: path or URL (:func:`read_checkpoint`), or a loaded checkpoint (then
+            ``filename`` names it in errors).
         prefix, network: see :func:`.backbone_weights.find_backbone_weights`.
         allow_non_finite: accept tensors holding NaN or Inf.
         map_location: as :func:`torch.load`'s.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     name = _name(checkpoint, filename)
     if isinstance(checkpoint, str):
-        checkpoint = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location)
+        checkpoint = read_checkpoint(checkpoint, map_location=map_location)
     weights = find_backbone_weights(checkpoint, name, prefix, network)
     check_layouts(module, weights.layouts, weights.module_path, weights.state_dict, name)
+    hand_recorded_grids(module, weights.state_dict, weights.layouts, weights.module_path)
     if not allow_non_finite:
         check_finite(weights.state_dict, name)
     return weights
@@ -186,6 +264,7 @@ def load_checkpoint_into(module: nn.Module, checkpoint: Union[str, Mapping],
     Returns:
         the weights loaded, and where they were found.
     """
+    checkpoint = _path_or_checkpoint(checkpoint)
     weights = find_checked(module, checkpoint, prefix, network, allow_non_finite, map_location,
                            filename)
     name = _name(checkpoint, filename)

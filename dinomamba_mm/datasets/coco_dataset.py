@@ -23,6 +23,9 @@ class CocoDataset(MMDetCocoDataset):
         try:
             data_list = super().load_data_list()
         except json.JSONDecodeError as error:
+            if not error.doc.strip():
+                raise ValueError(f'{where} is empty: a COCO instances file is a JSON object '
+                                 "with 'images', 'annotations' and 'categories'") from error
             raise ValueError(f'{where} is not valid JSON: {error}') from error
         except AssertionError as error:  # pycocotools: the top level is not an object
             raise ValueError(f'{where} is not a COCO file: {error}') from error

@@ -4,9 +4,8 @@ import pytest
 import torch
 from mmpretrain.models.backbones import VisionTransformer
 
-from dinomamba_mm.analysis import (capture_mixer_inputs, extract_class_token_maps,
+from dinomamba_mm.analysis import (capture_mixer_inputs, extract_class_token_maps, find_mixer,
                                    mixer_mixing_matrices)
-from dinomamba_mm.analysis.mixing_matrix import find_mixer
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
 from dinomamba_mm.registry import MODELS
 
@@ -132,10 +131,15 @@ def test_attention_maps_are_class_token_rows(images):
     maps = extract_class_token_maps(backbone, images, [1], 'attention')
     assert maps.names == [f'head{h}' for h in range(4)]
     torch.testing.assert_close(maps.maps[:, 0], full[:, :, 0, 1:].reshape(2, 4, 3, 4))
-    linear = extract_class_token_maps(_linear_vit(), images, [0], 'attention')
-    # rows normalised over all tokens: the patch part sums to 1 minus the class token's share
-    sums = linear.maps.sum(dim=(-1, -2))
-    assert ((sums > 0) & (sums < 1)).all()
+    backbone = _linear_vit()
+    linear = extract_class_token_maps(backbone, images, [0], 'attention')
+    # phi(q_cls) . phi(k_j) over the patches j, in float64 from the layer's own projections
+    x = _mixer_input(backbone, images, 0).double()
+    attn = backbone.layers[0].attn
+    qkv = x @ attn.qkv.weight.double().T + attn.qkv.bias.double()
+    q, k = qkv.reshape(2, 13, 3, 4, 8).permute(2, 0, 3, 1, 4)[:2].softmax(dim=-1)
+    rows = torch.einsum('bhd,bhjd->bhj', q[:, :, 0], k[:, :, 1:])
+    torch.testing.assert_close(linear.maps[:, 0].double(), rows.reshape(2, 4, 3, 4))
 
 
 def test_register_maps_each_and_mean(images):

@@ -11,9 +11,10 @@ import zipfile
 import pytest
 import torch
 from mmengine.registry import DefaultScope
-from mmengine.runner.checkpoint import CheckpointLoader
 
 import dinomamba_mm  # noqa: F401
+from dinomamba_mm.checkpoints import (load_checkpoint_into, load_state_dict_checked,
+                                     read_checkpoint)
 from dinomamba_mm.registry import MODELS
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -129,6 +130,30 @@ def test_tools_refuse_to_overwrite_their_input(tmp_path, tool, extra):
     assert open(src, 'rb').read() == before
 
 
+@pytest.mark.parametrize('tool', ['tools/misc/extract_dino_teacher.py',
+                                  'tools/model_converters/dinomamba_to_mmpretrain.py'])
+def test_a_conversion_failing_as_it_writes_keeps_the_earlier_output(tmp_path, monkeypatch,
+                                                                   tool):
+    """The disk fills up while the output is written: the earlier file of that name stays,
+    and no partial file is left."""
+    src = str(tmp_path / 'checkpoint.pth')
+    if 'extract' in tool:
+        dino_checkpoint(src)
+    else:
+        torch.save(paper_dino_checkpoint(paper_backbone(0), paper_backbone(1)), src)
+    out = tmp_path / 'out.pth'
+    out.write_bytes(b'an earlier good conversion')
+
+    def disk_full(fd):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(os, 'fsync', disk_full)
+    with pytest.raises(OSError, match='No space left'):
+        load_tool(tool).main([src, str(out)])
+    assert out.read_bytes() == b'an earlier good conversion'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['checkpoint.pth', 'out.pth']
+
+
 def test_the_converter_points_mmengine_checkpoints_to_the_extractor(tmp_path):
     src = dino_checkpoint(tmp_path / 'epoch_100.pth')
     converter = load_tool('tools/model_converters/dinomamba_to_mmpretrain.py')
@@ -156,7 +181,7 @@ def test_a_bad_model_zoo_cache_file_names_the_url_and_the_path(tmp_path, monkeyp
         with open(cached, 'wb') as f:
             f.write(content)
     with pytest.raises(ValueError) as error:
-        CheckpointLoader.load_checkpoint(url, map_location='cpu')
+        read_checkpoint(url)
     message = str(error.value)
     assert url in message and cached in message and 'Delete that file' in message
 
@@ -188,8 +213,56 @@ def test_a_checked_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(zipfile.ZipFile, 'testzip',
                         lambda archive: reads.append(archive.filename) or testzip(archive))
     dinomamba_mm.checkpoints.check_checkpoint_file(path)
-    CheckpointLoader.load_checkpoint(path, map_location='cpu')
+    read_checkpoint(path)
     assert reads == [path]
     record = flip_bytes_in_a_tensor(path)
     with pytest.raises(ValueError, match=f'{record}.*CRC'):
-        CheckpointLoader.load_checkpoint(path, map_location='cpu')
+        read_checkpoint(path)
+
+
+def test_entries_that_are_not_tensors_are_named(tmp_path):
+    """A list or a number among the weights crashed inside the loaders
+    (AttributeError: 'list' object has no attribute 'shape')."""
+    weights = MODELS.build(TINY).state_dict()
+    path = str(tmp_path / 'odd.pth')
+    torch.save({'state_dict': {**weights, 'pos_embed': [1., 2.], 'norm_f.weight': 3.}}, path)
+    for load in (lambda: pretrained(path, token_layout='interleaved'),
+                 lambda: load_checkpoint_into(MODELS.build(TINY), path, prefix=None),
+                 lambda: load_state_dict_checked(MODELS.build(TINY), torch.load(path)[
+                     'state_dict'], f'checkpoint {path!r}', strict=True)):
+        with pytest.raises(ValueError) as info:
+            load()
+        assert (f"checkpoint '{path}'" in str(info.value)
+                and '2 entries are not tensors: [pos_embed (list), norm_f.weight (float)]; '
+                'expected a state dict of tensors' in str(info.value))
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.bool, torch.complex64])
+def test_weights_of_another_kind_of_dtype_are_refused(tmp_path, dtype):
+    """An integer, bool or complex tensor for a float parameter was cast silently (rounded
+    values; the imaginary part dropped with a warning)."""
+    weights = MODELS.build(TINY).state_dict()
+    weights['norm_f.weight'] = (weights['norm_f.weight'] * 10).to(dtype)
+    weights['pos_embed'] = weights['pos_embed'].double()  # float -> float: torch casts, fine
+    path = str(tmp_path / 'dtype.pth')
+    torch.save({'state_dict': weights}, path)
+    with pytest.raises(ValueError) as info:
+        load_checkpoint_into(MODELS.build(TINY), path, prefix=None)
+    assert str(info.value) == (
+        f"checkpoint '{path}' does not match DinoVim: 1 tensors have another kind of dtype: "
+        f'norm_f.weight: {str(dtype)[6:]} in the checkpoint, float32 in the model '
+        '(floating-point, integer, bool and complex tensors load only from their own kind)')
+
+
+def test_a_checkpoint_given_as_a_path_object_or_as_something_else(tmp_path):
+    """A pathlib.Path was taken for a loaded checkpoint ('checkpoint holds a PosixPath,
+    expected a dict'); None or a number said the same."""
+    import pathlib
+    path = dino_checkpoint(tmp_path / 'dino.pth')
+    model = MODELS.build(dict(TINY, token_layout='interleaved'))
+    assert load_checkpoint_into(model, pathlib.Path(path)).module_path == 'teacher.backbone'
+    for bad in (None, 3):
+        with pytest.raises(TypeError) as info:
+            load_checkpoint_into(model, bad)
+        assert str(info.value) == ('checkpoint must be a path or URL (str or os.PathLike) or a '
+                                   f'loaded checkpoint (a dict), got {bad!r}')

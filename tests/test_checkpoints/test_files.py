@@ -67,6 +67,8 @@ def test_a_missing_file_is_file_not_found(tmp_path):
     missing = str(tmp_path / 'nope.pth')
     with pytest.raises(FileNotFoundError, match=f"^checkpoint '{missing}' does not exist$"):
         check_checkpoint_file(missing)
+    with pytest.raises(FileNotFoundError, match=f"^checkpoint '{missing}' does not exist$"):
+        check_checkpoint_file(tmp_path / 'nope.pth')  # a pathlib.Path went unchecked
     assert checkpoint_file_problem(str(tmp_path)) == 'is not a file'
 
 
@@ -117,3 +119,90 @@ def test_resume_with_an_empty_pointer_or_none(tmp_path, logged):
     assert find_resumable_checkpoint(str(tmp_path)) == only
     assert f'{tmp_path} has no last_checkpoint file; resuming from {only}' in logged.pop()
     assert not osp.exists(tmp_path / 'last_checkpoint')
+
+
+def legacy(path, value=0.):
+    """torch's legacy (pickle) format: no CRC, storages after the pickles."""
+    torch.save({'state_dict': {'w': torch.full((64, ), value), 'b': torch.zeros(3).half()},
+                'meta': {'epoch': 3}}, str(path), _use_new_zipfile_serialization=False)
+    return str(path)
+
+
+@pytest.mark.parametrize('cut', [100, 500, -200, -1])
+def test_a_truncated_legacy_checkpoint_is_named_before_loading(tmp_path, cut):
+    """Cut in a pickle, between pickles, in a storage's bytes: torch.load said 'unexpected
+    EOF, expected N more bytes' or a bare EOFError, naming no file."""
+    data = open(legacy(tmp_path / 'whole.pth'), 'rb').read()
+    path = write(tmp_path / 'cut.pth', data[:cut])
+    problem = checkpoint_file_problem(path)
+    assert problem.startswith(f'is truncated ({len(data[:cut])} bytes'), problem
+    assert 'legacy' in problem and 'interrupted' in problem
+    with pytest.raises(ValueError, match=f"checkpoint '{path}' is truncated"):
+        files_module.load_local(path)
+
+
+def test_an_intact_legacy_checkpoint_loads_with_a_warning_that_its_bytes_are_unchecked(
+        tmp_path, logged):
+    path = legacy(tmp_path / 'legacy.pth', 2.)
+    assert checkpoint_file_problem(path) is None
+    assert len(logged) == 1
+    assert f'checkpoint {path!r} is in torch\'s legacy (non-zip) format' in logged[0]
+    assert 'cannot be checked' in logged[0] and 'torch.save' in logged[0]
+    loaded = files_module.load_local(path)
+    assert torch.equal(loaded['state_dict']['w'], torch.full((64, ), 2.))
+    assert checkpoint_file_problem(path) is None
+    assert len(logged) == 1  # once per file
+
+
+def test_other_formats_are_named_with_their_conversion(tmp_path):
+    import gzip
+    import json
+    import struct
+    import tarfile
+    zipped = saved(tmp_path / 'a.pth')
+    gz = write(tmp_path / 'a.pth.gz', gzip.compress(open(zipped, 'rb').read()))
+    assert checkpoint_file_problem(gz).startswith('is gzip-compressed, not a PyTorch checkpoint '
+                                                  'itself: decompress it first (gunzip -k')
+    header = json.dumps({'w': {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]}}).encode()
+    st = write(tmp_path / 'a.safetensors', struct.pack('<Q', len(header)) + header + bytes(8))
+    problem = checkpoint_file_problem(st)
+    assert problem.startswith('is a safetensors file, not a PyTorch checkpoint: convert it')
+    assert 'safetensors.torch' in problem and 'torch.save' in problem
+    import numpy as np
+    np.savez(str(tmp_path / 'a.npz'), w=np.zeros(2))
+    assert checkpoint_file_problem(str(tmp_path / 'a.npz')) == (
+        "is a zip archive but not a PyTorch checkpoint (no '<name>/data.pkl' record; "
+        "its records: ['w.npy'])")
+    with tarfile.open(tmp_path / 'old.tar', 'w') as tar:
+        for name in ('sys_info', 'pickle', 'storages', 'tensors'):
+            tar.add(zipped, arcname=name)
+    assert checkpoint_file_problem(str(tmp_path / 'old.tar')).startswith(
+        "is in torch's legacy .tar format (torch < 0.4), which torch loads only without "
+        'weights_only: convert it once')
+    with tarfile.open(tmp_path / 'weights.tar', 'w') as tar:
+        tar.add(zipped, arcname='model/a.pth')
+    assert checkpoint_file_problem(str(tmp_path / 'weights.tar')) == (
+        "is a tar archive, not a PyTorch checkpoint: extract it (its members: ['model/a.pth'])")
+    pickled = tmp_path / 'plain.pkl'
+    import pickle
+    pickled.write_bytes(pickle.dumps({'w': [1.0, 2.0]}, protocol=2))
+    assert checkpoint_file_problem(str(pickled)) == (
+        'is a Python pickle but not a PyTorch checkpoint (torch.save writes a zip archive, or '
+        'a pickle starting with its magic number)')
+
+
+def test_links_that_lead_nowhere_are_named(tmp_path):
+    loop = tmp_path / 'loop.pth'
+    os.symlink(tmp_path / 'back.pth', loop)
+    os.symlink(loop, tmp_path / 'back.pth')
+    with pytest.raises(ValueError) as info:  # was: "does not exist"
+        check_checkpoint_file(str(loop))
+    assert str(info.value) == (f"checkpoint '{loop}' is a symbolic link loop (a link that "
+                               'leads back to itself): point it at the checkpoint file')
+    dangling = tmp_path / 'dangling.pth'
+    os.symlink(tmp_path / 'gone' / 'epoch_9.pth', dangling)
+    with pytest.raises(FileNotFoundError) as info:
+        check_checkpoint_file(str(dangling), '--resume checkpoint')
+    assert str(info.value) == (f"--resume checkpoint '{dangling}' does not exist: it is a "
+                               f"symbolic link to '{tmp_path / 'gone' / 'epoch_9.pth'}', "
+                               'which does not exist')

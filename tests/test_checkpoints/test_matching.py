@@ -67,9 +67,10 @@ def test_long_lists_are_cut_but_counted():
 def test_module_prefix_is_stripped_and_metadata_kept():
     state = net().state_dict()
     wrapped = type(state)((f'module.{k}', v) for k, v in state.items())
-    wrapped._metadata = state._metadata
-    stripped = strip_module_prefix(wrapped)
-    assert list(stripped) == list(state) and stripped._metadata is state._metadata
+    wrapped._metadata = type(state._metadata)(
+        (f'module.{k}' if k else 'module', v) for k, v in state._metadata.items())
+    stripped = strip_module_prefix(wrapped)  # a DDP state dict: its module paths stripped too
+    assert list(stripped) == list(state) and stripped._metadata == state._metadata
 
 
 def test_dinovim_position_embedding_is_resized_not_refused():

@@ -32,7 +32,8 @@ def build(transform_cfg, scope='mmseg', **kwargs):
                                           'mmpretrain')])
 @pytest.mark.parametrize('content, problem', [
     (b'', 'the file is empty (0 bytes)'),
-    (b'\x00junk' * 10, 'its 50 bytes do not decode (AssertionError: failed to load image: ')])
+    (b'\x00junk' * 10,
+     'its 50 bytes do not decode (ValueError: the cv2 backend decoded nothing)')])
 def test_an_unreadable_image_is_fatal_and_named(tmp_path, name, scope, content, problem):
     """mmcv raised cv2.error '!buf.empty()' for the empty file, naming no file."""
     path = tmp_path / 'broken.jpg'
@@ -126,6 +127,8 @@ def test_a_good_coco_file_loads(tmp_path):
 
 @pytest.mark.parametrize('content, problem', [
     ('{"images": [', 'is not valid JSON: Expecting value: line 1 column 13 (char 12)'),
+    ('', "is empty: a COCO instances file is a JSON object with 'images', 'annotations' and "
+         "'categories'"),
     ('[1, 2]', 'is not a COCO file: annotation file format <class \'list\'> not supported'),
     (json.dumps({k: v for k, v in COCO_OK.items() if k != 'categories'}),
      "has no 'categories' key; a COCO instances file holds 'images', 'annotations' and "
@@ -177,8 +180,63 @@ def test_mmpretrains_inferencer_runs_the_configs_with_our_loader():
     import numpy as np
     from mmpretrain import ImageClassificationInferencer
     root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-    config = osp.join(root, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
+    config = Config.fromfile(
+        osp.join(root, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py'))
+    config.model.backbone.checkpoint = None  # random weights: the loader is what is tested
     inferencer = ImageClassificationInferencer(config, pretrained=False)
     image = np.random.default_rng(0).integers(0, 256, (40, 40, 3), dtype=np.uint8)
     result = inferencer(image)[0]
     assert result['pred_scores'].shape == (7, )
+
+
+def _load(path, backend, color_type='color'):
+    from dinomamba_mm.datasets.transforms import LoadImageFromFile
+    return LoadImageFromFile(imdecode_backend=backend, color_type=color_type)(
+        dict(img_path=str(path)))
+
+
+@pytest.mark.parametrize('backend', ['cv2', 'pillow'])
+@pytest.mark.parametrize('color_type', ['color', 'grayscale'])
+def test_a_16_bit_image_reads_as_8_bit_with_either_backend(tmp_path, backend, color_type):
+    """The pillow backend saturated every pixel above 255 (a 16-bit PNG came out white); the
+    oracle is the high byte of each value, what cv2 and Pillow's 16-bit RGB reader take."""
+    values = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1031)
+    cv2.imwrite(str(tmp_path / 'gray16.png'), values)
+    img = _load(tmp_path / 'gray16.png', backend, color_type)['img']
+    expected = (values >> 8).astype(np.uint8)
+    assert img.dtype == np.uint8
+    if color_type == 'color':
+        assert img.shape == (8, 8, 3) and all((img[..., c] == expected).all() for c in range(3))
+    else:
+        assert (img == expected).all()
+    rgb = np.stack([values, values // 2, values // 4], axis=-1)
+    cv2.imwrite(str(tmp_path / 'rgb16.png'), rgb[..., ::-1])  # cv2 writes BGR
+    img = _load(tmp_path / 'rgb16.png', backend)['img']
+    assert (img[..., ::-1] == (rgb >> 8).astype(np.uint8)).all()  # the loader gives BGR
+
+
+@pytest.mark.parametrize('backend', ['cv2', 'pillow'])
+def test_a_float_image_is_refused_with_either_backend(tmp_path, backend):
+    """A 32-bit float TIFF of values in [0, 1]: the pillow backend cast them to 0 / 1 (a black
+    image); cv2 failed to decode it, naming no reason."""
+    from PIL import Image
+    path = tmp_path / 'float.tiff'
+    Image.fromarray(np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8), mode='F').save(path)
+    with pytest.raises(OSError) as info:
+        _load(path, backend)
+    assert str(info.value) == (
+        f"cannot load image '{path}': it holds 32-bit floating-point samples (PIL mode 'F'), "
+        'which have no 8-bit scale: convert it to an 8-bit image (0-255) first')
+
+
+@pytest.mark.parametrize('backend', ['cv2', 'pillow'])
+def test_unchanged_16_bit_pixels_are_refused(tmp_path, backend):
+    """color_type='unchanged' kept values up to 65535, which the pipelines' 0-255
+    normalisation took as 8-bit pixels."""
+    cv2.imwrite(str(tmp_path / 'gray16.png'), np.full((8, 8), 40000, np.uint16))
+    with pytest.raises(OSError) as info:
+        _load(tmp_path / 'gray16.png', backend, 'unchanged')
+    assert str(info.value) == (
+        f"cannot load image '{tmp_path / 'gray16.png'}': with color_type='unchanged' it "
+        'decodes to uint16 pixels, and the pipelines expect 8-bit ones (0-255): load it with '
+        "color_type='color' or 'grayscale', which scale it to 8 bits")

@@ -176,3 +176,34 @@ def test_empty_pred_maps_are_refused(shape):
         metric.process(None, [sample])
     assert str(info.value) == ('pred_map must hold at least one map of at least one pixel, got '
                                f'shape {shape}')
+
+
+@pytest.mark.parametrize('upsampled', [False, True])
+def test_float64_maps_are_scored_in_float64(upsampled):
+    """Foreground scores 1 + 1e-12 above the background's 1.0: both are 1.0 in float32, where
+    the metric cast the maps (AUC 0.5); sklearn on the float64 scores gives 1.0."""
+    label = np.zeros((8, 8), dtype=np.int64)
+    label[2:6, 2:6] = 1
+    size = 4 if upsampled else 8
+    scores = np.ones((size, size))
+    scores[size // 4:3 * size // 4, size // 4:3 * size // 4] += 1e-12
+    sample = SegDataSample()
+    sample.gt_sem_seg = PixelData(data=torch.as_tensor(label)[None])
+    sample.pred_map = torch.as_tensor(scores, dtype=torch.float64)
+    evaluator = Evaluator(dict(type='dinomamba_mm.BinaryAUC'))
+    evaluator.process([sample])
+    if upsampled:  # bilinear, align_corners=False, in float64: the oracle scores
+        scores = torch.nn.functional.interpolate(torch.as_tensor(scores)[None, None], size=(8, 8),
+                                                 mode='bilinear', align_corners=False)[0, 0]
+    assert roc_auc_score(label.ravel() > 0, np.asarray(scores).ravel()) > 0.9
+    assert evaluator.evaluate(1)['binary_auc/mean'] == roc_auc_score(
+        label.ravel() > 0, np.asarray(scores).ravel())
+
+
+def test_pooled_counts_keep_their_value():
+    """The per-image histograms are stored compactly only when that is exact."""
+    from dinomamba_mm.evaluation.metrics.binary_auc import exact_counts
+    small = np.array([[3, 2**31 - 1]], dtype=np.int64)
+    assert exact_counts(small).dtype == np.int32
+    large = np.array([[3, 2**31]], dtype=np.int64)  # wrapped to a negative count in int32
+    assert exact_counts(large).dtype == np.int64 and exact_counts(large)[0, 1] == 2**31

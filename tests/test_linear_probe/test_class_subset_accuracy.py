@@ -80,3 +80,21 @@ def test_folder_dataset_meta_feeds_the_metric(tmp_path):
                                gt_label=torch.tensor([dataset.get_gt_labels()[1]]))])
     assert dataset.get_gt_labels()[1] == 1
     assert metric.evaluate(1) == {'subset/top1': pytest.approx(100.0)}
+
+
+def test_accuracy_is_the_exact_fraction():
+    """1 hit in 3: 100 / 3 (the float32 mean gave 33.33333432674408)."""
+    from dinomamba_mm.evaluation.metrics.class_subset_accuracy import subset_topk_accuracy
+    scores = torch.tensor([[0., 1.], [1., 0.], [1., 0.]])
+    assert subset_topk_accuracy(scores, torch.tensor([1, 1, 1]), [0, 1]) == [100 * 1 / 3]
+
+
+def test_an_empty_class_order_is_named(tmp_path):
+    """'gave 0 entries with non-wnid names []' said nothing of what was wrong."""
+    from dinomamba_mm.evaluation.metrics.class_subset_accuracy import read_imagenet_wnids
+    with pytest.raises(ValueError, match=f"imagenet_wnids '{tmp_path}' is a directory without "
+                                         'class folders; expected'):
+        read_imagenet_wnids(str(tmp_path))
+    (tmp_path / 'synsets.txt').write_text('')
+    with pytest.raises(ValueError, match='is an empty file; expected'):
+        read_imagenet_wnids(str(tmp_path / 'synsets.txt'))

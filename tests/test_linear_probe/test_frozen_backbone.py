@@ -87,3 +87,30 @@ def test_frozen_eval_and_no_grad():
     assert not out[0].requires_grad
     # eval mode: drop path 0.5 is off, so two calls agree exactly
     torch.testing.assert_close(model(x)[0], out[0])
+
+
+def test_a_backbone_whose_checkpoint_was_never_loaded_refuses_to_run(tmp_path):
+    """mmpretrain's get_model builds a model without init_weights(): the FrozenBackbone's
+    teacher stayed random and its features were scored (0 of 365 tensors loaded)."""
+    teacher = _random_vit_state(1)
+    path = tmp_path / 'teacher.pth'
+    torch.save(dict(state_dict={f'teacher.backbone.{k}': v for k, v in teacher.items()}), path)
+    images = torch.randn(1, 3, 32, 32)
+    model = FrozenBackbone(VIT, checkpoint=str(path))
+    with pytest.raises(RuntimeError) as info:
+        model(images)
+    assert str(info.value).startswith(
+        f"FrozenBackbone: the weights of its VisionTransformer were never loaded from "
+        f"checkpoint='{path}'")
+    assert 'call model.init_weights()' in str(info.value)
+    model.init_weights()
+    expected = model(images)
+    # a state dict holding every key of the backbone (a classifier's checkpoint) loads it too
+    other = FrozenBackbone(VIT, checkpoint=str(path))
+    other.load_state_dict({f'backbone.{k}': v for k, v in model.backbone.state_dict().items()})
+    torch.testing.assert_close(other(images), expected)
+    partial = FrozenBackbone(VIT, checkpoint=str(path))
+    partial.load_state_dict({'backbone.cls_token': teacher['cls_token']}, strict=False)
+    with pytest.raises(RuntimeError, match='never loaded'):
+        partial(images)
+    FrozenBackbone(VIT)(images)  # checkpoint=None: random features on purpose

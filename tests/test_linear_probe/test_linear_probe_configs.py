@@ -51,6 +51,22 @@ def test_probe_config_feature_layout(prefix, backbone_type, blocks, width, poole
     assert cfg.train_cfg.max_epochs == 100
 
 
+# the paper's eval commands (yangtiming/Dino-Mamba README.md and eval.sh): --wd 0.001 for
+# vim_small, 0.01 for vim_base and mambar_base, none (eval_linear's default 0) for vim_tiny;
+# LinearViT-B and ViT-B have no command there and keep DINO's eval_linear default
+PAPER_WEIGHT_DECAY = {'dinovim-tiny': 0., 'dinovim-small': 1e-3, 'dinovim-base': 1e-2,
+                      'dinomambareg-base': 1e-2, 'vit-base': 0., 'linearvit-base': 0.}
+
+
+@pytest.mark.parametrize('path', sorted(glob.glob(osp.join(PROBE_DIR, '*_8xb128-linear-*.py'))),
+                         ids=osp.basename)
+def test_probe_weight_decay_is_the_papers(path):
+    cfg = Config.fromfile(path)
+    decay = PAPER_WEIGHT_DECAY[osp.basename(path).split('-p16')[0]]
+    assert cfg.optim_wrapper.optimizer.weight_decay == decay
+    assert 'paramwise_cfg' not in cfg.optim_wrapper  # eval_linear decays weight and bias alike
+
+
 def test_dinovim_tiny_probe_builds_with_paper_sizes():
     cfg = Config.fromfile(glob.glob(osp.join(PROBE_DIR, 'dinovim-tiny-p16_dino-ours_*.py'))[0])
     init_default_scope('mmpretrain')

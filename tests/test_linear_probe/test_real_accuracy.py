@@ -52,3 +52,14 @@ def test_metric_matches_file_order_not_loader_order(tmp_path):
 def test_metric_bad_json_path(tmp_path):
     with pytest.raises(ValueError, match='real_json'):
         ReaLAccuracy(real_json=str(tmp_path / 'missing.json'))
+
+
+@pytest.mark.parametrize('content, problem', [('', 'is empty'),
+                                              ('[[1], [2', 'is not valid JSON')])
+def test_an_empty_or_broken_real_json_is_named(tmp_path, content, problem):
+    """A bare JSONDecodeError named no file."""
+    from dinomamba_mm.evaluation.metrics import ReaLAccuracy
+    path = tmp_path / 'real.json'
+    path.write_text(content)
+    with pytest.raises(ValueError, match=f"real_json '{path}' {problem}"):
+        ReaLAccuracy(real_json=str(path))

@@ -25,7 +25,7 @@ EXPECTED = {
 @pytest.mark.parametrize('path', sorted(glob.glob(osp.join(ROOT, '*.py'))),
                          ids=osp.basename)
 def test_robustness_config_replaces_the_probe_test_set(path):
-    test_set = osp.basename(path)[:-3].split('_linear-probe_')[1]
+    test_set = osp.basename(path)[:-3].rsplit('_', 1)[1]
     dataset_type, data_root, evaluator_type = EXPECTED[test_set]
     cfg = Config.fromfile(path)
     dataset = cfg.test_dataloader.dataset

@@ -104,3 +104,17 @@ def decay_gradient_errors(inputs: Dict[str, torch.Tensor], mode: str, scan) -> D
     sum((o.double() * w).sum() for o, w in zip(outs, weights)).backward()
     sum((r * w).sum() for r, w in zip(refs, weights)).backward()
     return {n: relative_error(ours[n].grad, ref[n].grad) for n in ('A', 'dt', 'dt_bias')}
+
+
+def stacked(directions: int = 2, **values) -> Dict[str, Optional[torch.Tensor]]:
+    """Keyword arguments of ``ssd_scan_directions`` from per-direction values: a tuple or list
+    (one tensor per direction) is stacked, one tensor shared by every direction is expanded
+    (stride 0, no copy), None stays None. Gradients reach the given tensors."""
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, (tuple, list)):
+            assert len(value) == directions, (name, len(value))
+            out[name] = None if value[0] is None else torch.stack(list(value))
+        else:
+            out[name] = None if value is None else value.expand(directions, *value.shape)
+    return out

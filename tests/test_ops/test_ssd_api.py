@@ -1,11 +1,12 @@
-"""ssd_scan / ssd_scan_bidirectional / ssd_mixing_matrix: input validation and dispatch."""
+"""ssd_scan / ssd_scan_directions / ssd_mixing_matrix: input validation and dispatch."""
 import os
 import sys
+import warnings
 
 import pytest
 import torch
 
-from dinomamba_mm.ops.ssd import api, ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import api, ssd_mixing_matrix, ssd_scan, ssd_scan_directions
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ssd_cases import cast, make_inputs  # noqa: E402
@@ -19,6 +20,11 @@ def inputs():
 
 def _bad(inputs, **changes):
     return {**inputs, **changes}
+
+
+def _stacked(inputs, directions=2):
+    """Each input as a stack of ``directions`` copies (one direction's values, repeated)."""
+    return {k: torch.stack([v] * directions) for k, v in inputs.items()}
 
 
 @pytest.mark.parametrize('name,value,pattern', [
@@ -47,6 +53,19 @@ def test_bad_tensor_raises_value_error(inputs, name, value, pattern):
         ssd_scan(**_bad(inputs, **{name: value}))
 
 
+def test_unsupported_dtype_or_layout_is_named(inputs):
+    """float8 or sparse tensors: an error naming the argument and what the scan takes (float8
+    failed inside the op on a dtype promotion, a sparse x on an internal assert of torch)."""
+    float8 = {n: inputs[n].to(torch.float8_e4m3fn) for n in ('x', 'B', 'C', 'z')}
+    with pytest.raises(ValueError, match=r'x must be a floating point tensor of dtype float16, '
+                                         r'bfloat16, float32 or float64, got dtype '
+                                         r'torch.float8_e4m3fn'):
+        ssd_scan(**_bad(inputs, **float8))
+    with pytest.raises(ValueError, match=r'x must be a dense \(strided\) tensor, got layout '
+                                         r'torch.sparse_coo: convert it with .to_dense\(\)'):
+        ssd_scan(**_bad(inputs, x=inputs['x'].to_sparse()))
+
+
 def test_non_tensor_raises_type_error(inputs):
     with pytest.raises(TypeError, match='x must be a torch.Tensor of shape .* got list'):
         ssd_scan(**_bad(inputs, x=[[1.0]]))
@@ -61,7 +80,8 @@ def test_non_tensor_raises_type_error(inputs):
     (dict(dt_limit=(0.0, float('nan'))), 'dt_limit must satisfy 0 <= min <= max'),
     (dict(dt_limit=0.1), 'dt_limit must be a pair'),
     (dict(dt_limit=(0.1, 0.2, 0.3)), 'dt_limit must be a pair'),
-    (dict(impl='cuda'), "impl must be one of None, 'auto', 'torch', 'triton', got 'cuda'"),
+    (dict(impl='cuda'), "impl must be one of None, 'auto', 'torch', 'triton', 'mamba_ssm', "
+                        "got 'cuda'"),
 ])
 def test_bad_option_raises_value_error(inputs, kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -97,10 +117,10 @@ def test_empty_batch_gives_empty_outputs_and_gradients():
     y, final = ssd_scan(**empty, dt_softplus=True, return_final_states=True)
     assert y.shape == (0, 7, 4, 3) and final.shape == (0, 4, 3, 5)
     (y.sum() + final.sum()).backward()
-    pair = {k: v for k, v in empty.items() if k != 'initial_states'}
-    y_fwd, y_bwd = ssd_scan_bidirectional(**pair, dt_softplus=True)
-    assert y_fwd.shape == y_bwd.shape == (0, 7, 4, 3)
-    (y_fwd.sum() + y_bwd.sum()).backward()
+    y, final = ssd_scan_directions(**_stacked(empty), reverse=(False, True), dt_softplus=True,
+                                   return_final_states=True)
+    assert y.shape == (2, 0, 7, 4, 3) and final.shape == (2, 0, 4, 3, 5)
+    (y.sum() + final.sum()).backward()
     for name, leaf in empty.items():
         assert leaf.grad is not None and leaf.grad.shape == leaf.shape, name
         assert not leaf.grad.any(), name
@@ -118,23 +138,38 @@ def test_empty_heads_or_state_raise(sizes, pattern):
     bad = cast(make_inputs(batch=2, length=6, **sizes), torch.float32)
     with pytest.raises(ValueError, match=pattern):
         ssd_scan(**bad)
-    with pytest.raises(ValueError, match='forward ' + pattern):
-        ssd_scan_bidirectional(**bad)
 
 
-def test_bidirectional_validation(inputs):
-    pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
-    with pytest.raises(ValueError, match='backward dt must have shape'):
-        ssd_scan_bidirectional(**_bad(pair, dt=(pair['dt'], pair['dt'][:, :3])))
-    with pytest.raises(ValueError, match='x must be a tensor or a .forward, backward. pair, got a '
-                                         'sequence of length 3'):
-        ssd_scan_bidirectional(**_bad(pair, x=(pair['x'],) * 3))
-    with pytest.raises(ValueError, match='D must be given for both directions or for neither'):
-        ssd_scan_bidirectional(**_bad(pair, D=(pair['D'], None)))
-    one_row = {k: (v, v[:1]) if k in ('x', 'dt', 'B', 'C', 'z') else v for k, v in pair.items()}
-    with pytest.raises(ValueError,
-                       match=r'forward and backward x must match .* got \(2, 6, 4, 3\)'):
-        ssd_scan_bidirectional(**one_row)
+@pytest.mark.parametrize('name,value,pattern', [
+    ('x', torch.zeros(2, 6, 4, 3), r'x must have shape \(K, B, L, H, P\) \(5 dims\), got shape '
+                                   r'\(2, 6, 4, 3\)'),
+    ('x', torch.zeros(0, 2, 6, 4, 3), r'x must hold at least one direction \(K > 0\)'),
+    ('dt', torch.zeros(2, 2, 6, 3), r'dt must have shape \(K, B, L, H\) = \(2, 2, 6, 4\), got '
+                                    r'\(2, 2, 6, 3\)'),
+    ('dt', torch.zeros(3, 2, 6, 4), r'dt must have shape \(K, B, L, H\) = \(2, 2, 6, 4\)'),
+    ('A', torch.zeros(4), r'A must have shape \(K, H\) \(2 dims\)'),
+    ('A', torch.zeros(1, 4), r'A must have shape \(K, H\) = \(2, 4\), got \(1, 4\)'),
+    ('B', torch.zeros(2, 2, 5, 2, 5), r'B must have shape \(K, B, L, G, N\) with \(K, B, L\) = '
+                                      r'\(2, 2, 6\) as in x'),
+    ('C', torch.zeros(2, 2, 6, 2, 4), r'C must have shape \(K, B, L, G, N\) as B'),
+    ('D', torch.zeros(4), r'D must have shape \(K, H\) or \(K, H, P\), got \(4,\)'),
+    ('D', torch.zeros(2, 3), r'D must have shape \(K, H\) = \(2, 4\) or \(K, H, P\) = '
+                             r'\(2, 4, 3\), got \(2, 3\)'),
+    ('z', torch.zeros(2, 2, 6, 4, 2), r'z must have shape \(K, B, L, H, P\) as x'),
+    ('dt_bias', torch.zeros(4), r'dt_bias must have shape \(K, H\) \(2 dims\)'),
+    ('initial_states', torch.zeros(2, 2, 4, 3, 4),
+     r'initial_states must have shape \(K, B, H, P, N\) = \(2, 2, 4, 3, 5\)'),
+])
+def test_bad_stacked_tensor_raises_value_error(inputs, name, value, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan_directions(**_bad(_stacked(inputs), **{name: value}), reverse=(False, True))
+
+
+@pytest.mark.parametrize('reverse', [(False, ), (False, True, True), [False, 1], False, 'ft'])
+def test_reverse_must_hold_one_bool_per_direction(inputs, reverse):
+    with pytest.raises(ValueError, match=r'reverse must be a list or tuple of K = 2 bools, one '
+                                         r'per direction of x \(2, 2, 6, 4, 3\), got'):
+        ssd_scan_directions(**_stacked(inputs), reverse=reverse)
 
 
 def test_mixing_matrix_validation(inputs):
@@ -152,12 +187,34 @@ class _Recorder:
 
     def forward(self, inp):
         self.calls.append(inp)
-        return [torch.zeros(x.shape) for x in inp.x], []
+        return torch.zeros(inp.x.shape), None
 
 
 @pytest.fixture
-def recorder(monkeypatch):
-    """Both backends replaced by one recorder; select_backend still runs for real."""
+def mamba_ssm_state(monkeypatch):
+    """``set('missing')``: mamba_ssm does not import (as without its CUDA extension);
+    ``set('importable')``: it does; the op's cached answers are cleared before and after."""
+    from dinomamba_mm.ops.ssd import mamba_ssm_chunk
+    caches = (api._mamba_ssm_unusable, api._cuda_backend, mamba_ssm_chunk.kernels)
+
+    def set_state(state):
+        for cache in caches:
+            cache.cache_clear()
+        if state == 'missing':
+            monkeypatch.setitem(sys.modules, 'mamba_ssm', None)
+        else:
+            monkeypatch.setattr(api, '_mamba_ssm_unusable', lambda: None)
+
+    yield set_state
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.fixture
+def recorder(monkeypatch, mamba_ssm_state):
+    """The backends replaced by one recorder; select_backend still runs for real (mamba_ssm
+    importable)."""
+    mamba_ssm_state('importable')
     rec = _Recorder()
     chosen = []
     select = api.select_backend
@@ -178,22 +235,78 @@ def recorder(monkeypatch):
     (None, 'triton', 'triton'),
     ('auto', 'torch', 'torch'),
     ('torch', 'triton', 'torch'),  # an explicit impl wins over the environment
+    ('mamba_ssm', None, 'mamba_ssm'),
+    (None, 'mamba_ssm', 'mamba_ssm'),
 ])
 def test_dispatch(inputs, recorder, monkeypatch, impl, env, expected):
     if env is not None:
         monkeypatch.setenv(api.ENV_IMPL, env)
     ssd_scan(**inputs, impl=impl)
-    pair = {k: v for k, v in inputs.items() if k != 'initial_states'}
-    ssd_scan_bidirectional(**pair, impl=impl)
+    ssd_scan_directions(**_stacked(inputs), reverse=(False, True), impl=impl)
     assert recorder.chosen == [expected, expected]
 
 
+@pytest.mark.parametrize('impl', ['triton', 'mamba_ssm'])
 @pytest.mark.parametrize('dtype,batch', [(torch.float64, 2), (torch.float32, 0)])
-def test_float64_and_empty_batches_run_on_torch(dtype, batch):
-    """The Triton kernels compute in float32 over a grid of batch rows."""
-    x = torch.zeros(batch, 3, 2, 2, dtype=dtype)
-    assert api.select_backend('triton', x) == 'torch'
-    assert api.select_backend('triton', torch.zeros(2, 3, 2, 2)) == 'triton'
+def test_float64_and_empty_batches_run_on_torch(dtype, batch, impl, mamba_ssm_state):
+    """The GPU kernels compute in float32 over a grid of batch rows."""
+    mamba_ssm_state('importable')
+    x = torch.zeros(2, batch, 3, 2, 2, dtype=dtype)
+    assert api.select_backend(impl, x) == 'torch'
+    assert api.select_backend(impl, torch.zeros(2, 2, 3, 2, 2)) == impl
+
+
+def test_triton_refuses_more_than_two_directions(inputs):
+    """Our Triton kernels read two directions at most: K = 3 is an error that says what to do
+    (the torch backend takes any K)."""
+    pytest.importorskip('triton')
+    from dinomamba_mm.ops.ssd import triton_chunk
+    stacked = _stacked(inputs, directions=3)
+    inp = api._scan_inputs(**stacked, reverse=(False, True, False), chunk_size=16,
+                           dt_softplus=True, dt_limit=(0.0, float('inf')),
+                           return_final_states=False)
+    with pytest.raises(ValueError, match=r"impl='triton' scans at most 2 directions at once, got "
+                                         r"K = 3 .*: pass impl='torch'"):
+        triton_chunk._kernel_inputs(inp)
+
+
+def _cuda_tensor(*shape):
+    """A CUDA tensor without a GPU (a fake tensor: device, dtype and shape only)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        return torch.empty(*shape, device='cuda')
+
+
+def test_auto_on_cuda_picks_mamba_ssm_when_it_imports(mamba_ssm_state):
+    mamba_ssm_state('importable')
+    assert api.select_backend(None, _cuda_tensor(2, 2, 3, 2, 2)) == 'mamba_ssm'
+    assert api.select_backend(None, torch.zeros(2, 2, 3, 2, 2)) == 'torch'  # CPU: always
+
+
+def test_auto_on_cuda_falls_back_with_one_warning_naming_the_reason(mamba_ssm_state):
+    """mamba_ssm that does not import (e.g. no CUDA build of its extension): our Triton
+    kernels, and one warning, whatever the number of calls; never an error."""
+    mamba_ssm_state('missing')
+    x = _cuda_tensor(2, 2, 3, 2, 2)
+    with pytest.warns(UserWarning, match=r"mamba_ssm's kernels do not import \(ModuleNotFoundError"
+                                         r".*\); CUDA tensors run on the 'triton' backend"):
+        assert api.select_backend(None, x) == 'triton'
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert api.select_backend('auto', x) == 'triton'
+
+
+def test_explicit_mamba_ssm_that_does_not_import_is_an_error(inputs, mamba_ssm_state,
+                                                             monkeypatch, fresh_environment):
+    mamba_ssm_state('missing')
+    pattern = (r"impl='mamba_ssm' needs mamba_ssm's Triton kernels, which do not import here "
+               r"\(ModuleNotFoundError: .*mamba_ssm.*\): install mamba-ssm with its CUDA "
+               r"extension \(pip install mamba-ssm\), or pass impl='triton', 'torch' or None")
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**inputs, impl='mamba_ssm')
+    monkeypatch.setenv(api.ENV_IMPL, 'mamba_ssm')
+    with pytest.raises(ValueError, match=pattern):
+        ssd_scan(**inputs)
 
 
 def test_environment_is_read_once(inputs, recorder, monkeypatch):
@@ -208,21 +321,23 @@ def test_environment_is_read_once(inputs, recorder, monkeypatch):
 
 
 def test_dispatch_passes_the_contract_signature(inputs, recorder):
-    """The tensors reach the backend as they were given, one entry per direction, with the
-    options of the call."""
+    """The tensors reach the backend as they were given, stacked, with the options of the call:
+    ssd_scan's as views with a leading K = 1, a stride-0 expansion as such (no copy)."""
     ssd_scan(**inputs, chunk_size=32, dt_softplus=True, dt_limit=[0.0, 2.0],
              return_final_states=False, reverse=True, impl='triton')
     inp = recorder.calls[-1]
-    for name in inp.TENSORS:  # A floored at MIN_A (a copy), the others as given
-        (got, ) = getattr(inp, name)
-        assert torch.equal(got, inputs[name]) if name == 'A' else got is inputs[name]
+    for name in inp.TENSORS:  # A floored at MIN_A (a copy), the others views of the inputs
+        got, given = getattr(inp, name), inputs[name]
+        assert got.shape == (1, *given.shape)
+        assert torch.equal(got[0], given) if name == 'A' else got.data_ptr() == given.data_ptr()
     assert (inp.reverse, inp.chunk_size, inp.dt_softplus, inp.dt_limit,
             inp.return_final_states) == ((True,), 32, True, (0.0, 2.0), False)
-    pair = {k: v for k, v in inputs.items() if k not in ('initial_states', 'z')}
-    ssd_scan_bidirectional(**_bad(pair, x=(inputs['x'], inputs['z'])), impl='torch')
+    stacked = {k: v for k, v in _stacked(inputs).items() if k not in ('initial_states', 'z')}
+    stacked['dt'] = inputs['dt'].expand(2, -1, -1, -1)
+    ssd_scan_directions(**stacked, reverse=[False, True], impl='torch')
     inp = recorder.calls[-1]
-    assert inp.x[0] is inputs['x'] and inp.x[1] is inputs['z']
-    assert inp.dt == (inputs['dt'], inputs['dt']) and inp.z == (None, None)
+    assert inp.x is stacked['x'] and inp.dt is stacked['dt'] and inp.dt.stride(0) == 0
+    assert inp.z is None and inp.initial_states is None
     assert inp.reverse == (False, True)
 
 
@@ -241,7 +356,9 @@ def test_autocast_region_keeps_forward_and_backward_consistent():
     with torch.autocast('cpu', dtype=torch.bfloat16):
         x, B, C = proj_x(x0), proj_bc(b0), proj_bc(c0)
         y = ssd_scan(x, dt, A, B, C, chunk_size=16, dt_softplus=True)
-        y_fwd, y_bwd = ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=16, dt_softplus=True)
+        y_fwd, y_bwd = ssd_scan_directions(*(t.expand(2, *t.shape) for t in (x, dt, A, B, C)),
+                                           reverse=(False, True), chunk_size=16,
+                                           dt_softplus=True)
     assert y.dtype == y_fwd.dtype == torch.bfloat16
     (y.float().sum() + y_fwd.float().sum() + y_bwd.float().sum()).backward()
     assert torch.isfinite(x0.grad).all() and torch.isfinite(dt.grad).all()

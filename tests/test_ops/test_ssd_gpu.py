@@ -1,4 +1,5 @@
-"""The Triton SSD scan on a GPU: against the PyTorch path, the float64 oracle and mamba_ssm.
+"""The Triton SSD scan on a GPU: against the PyTorch path, the float64 oracle and mamba_ssm
+(also as the op's 'mamba_ssm' backend against the oracle).
 
 ``pytest -m gpu tests/test_ops/test_ssd_gpu.py`` on a CUDA machine (docs/benchmarks.md, section
 GPU); without CUDA every case is skipped (the same kernels run on CPU under Triton's interpreter in
@@ -12,13 +13,12 @@ import importlib
 import importlib.util
 import os
 import sys
-import types
 
 import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
+from ssd_cases import decay_gradient_errors, stacked, strong_decay_inputs  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]
@@ -59,7 +59,7 @@ def vision_inputs(batch: int, length: int, dtype: torch.dtype, seed: int, heads:
 def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     """Outputs and every input's gradient under fixed random output gradients; the oracle runs
     ``ssd_scan_naive`` per direction in float64."""
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
     from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
     directions = 2 if bidirectional else 1
     leaves = {n: [(t.double() if oracle else t).detach().clone().requires_grad_()
@@ -68,9 +68,8 @@ def scan(inputs, impl: str, bidirectional: bool, oracle: bool = False) -> dict:
     if oracle:
         ys = [ssd_scan_naive(**a, dt_softplus=True, reverse=bool(k)) for k, a in enumerate(args)]
     elif bidirectional:
-        ys = ssd_scan_bidirectional(*(leaves[n] for n in NAMES[:5]), chunk_size=64,
-                                    D=leaves['D'], z=leaves['z'], dt_bias=leaves['dt_bias'],
-                                    dt_softplus=True, impl=impl)
+        ys = ssd_scan_directions(**stacked(**leaves), reverse=(False, True), chunk_size=64,
+                                 dt_softplus=True, impl=impl)
     else:
         ys = [ssd_scan(**args[0], chunk_size=64, dt_softplus=True, impl=impl)]
     g = torch.Generator(device='cuda').manual_seed(0)
@@ -97,9 +96,22 @@ def test_triton_matches_the_torch_path(dtype, length, bidirectional):
     assert max(found.values()) <= TOLERANCE[dtype], found
 
 
-@pytest.mark.parametrize('impl', ['triton', 'torch'])
+@pytest.fixture
+def mamba_ssm_importable():
+    """mamba_ssm's ops importable without its CUDA extension, decided afresh by the op."""
+    from dinomamba_mm.ops.ssd import api
+    if importlib.util.find_spec('mamba_ssm') is None:
+        pytest.skip('mamba_ssm is not installed')
+    import mamba_ssm_shims
+    mamba_ssm_shims.enter_without_extension()
+    api._mamba_ssm_unusable.cache_clear()
+
+
+@pytest.mark.parametrize('impl', ['triton', 'torch', 'mamba_ssm'])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
-def test_both_paths_match_the_oracle(dtype, impl):
+def test_both_paths_match_the_oracle(dtype, impl, request):
+    if impl == 'mamba_ssm':
+        request.getfixturevalue('mamba_ssm_importable')
     inputs = vision_inputs(1, 197, dtype, seed=1, heads=4)
     found = errors(scan(inputs, impl, True), scan(inputs, impl, True, oracle=True))
     assert max(found.values()) <= TOLERANCE[dtype], found
@@ -109,11 +121,12 @@ def test_both_paths_match_the_oracle(dtype, impl):
 @pytest.mark.parametrize('impl', ['triton', 'torch'])
 @pytest.mark.parametrize('dt_scale', [2, 8])
 def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
 
     def scan(ours, mode):
         if mode == 'bidirectional':
-            return ssd_scan_bidirectional(**ours, chunk_size=64, dt_softplus=True, impl=impl)
+            return ssd_scan_directions(**stacked(**ours), reverse=(False, True), chunk_size=64,
+                                       dt_softplus=True, impl=impl)
         return ssd_scan(**ours, chunk_size=64, dt_softplus=True, reverse=mode == 'reverse',
                         return_final_states=True, impl=impl)
 
@@ -126,13 +139,10 @@ def test_decay_gradients_under_strong_decay(dt_scale, impl, mode):
 @pytest.mark.parametrize('length', [197, 1025, 4096])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
 def test_matches_mamba_chunk_scan_combined(dtype, length):
-    spec = importlib.util.find_spec('mamba_ssm')
-    if spec is None:
+    if importlib.util.find_spec('mamba_ssm') is None:
         pytest.skip('mamba_ssm is not installed')
-    if 'mamba_ssm' not in sys.modules:  # its __init__ imports a CUDA extension a Python-only
-        package = types.ModuleType('mamba_ssm')  # install (docs/benchmarks.md) does not build
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules['mamba_ssm'] = package
+    import mamba_ssm_shims  # its __init__ imports a CUDA extension a Python-only install skips
+    mamba_ssm_shims.enter_without_extension()
     combined = importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
     inputs = vision_inputs(8, length, dtype, seed=length)
     ours = scan(inputs, 'triton', False)

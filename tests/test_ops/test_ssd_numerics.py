@@ -9,14 +9,18 @@ and <= 2e-7; before the decay gradient was summed over rectangles (issue #14) d(
 8e-5 here).
 """
 import math
+import os
+import sys
 import warnings
 
 import pytest
 import torch
 
-from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ssd_cases import stacked  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -52,8 +56,8 @@ def test_softplus_inverse_gives_the_intended_range():
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 def test_long_sequence_extreme_values_stay_finite(dtype):
     inputs = extreme_inputs(16384, seed=1, dtype=dtype)
-    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs, chunk_size=256, dt_softplus=True,
-                                          impl='torch')
+    y_fwd, y_bwd = ssd_scan_directions(**stacked(**inputs), reverse=(False, True),
+                                       chunk_size=256, dt_softplus=True, impl='torch')
     y, final = ssd_scan(**inputs, chunk_size=256, dt_softplus=True, return_final_states=True,
                         impl='torch')
     for out in (y_fwd, y_bwd, y, final):
@@ -105,7 +109,8 @@ def test_minus_infinite_A_matches_the_recurrence(chunk):
     for name in ('x', 'B', 'C', 'D'):
         torch.testing.assert_close(inputs[name].grad.double(), ref_in[name].grad, rtol=1e-4,
                                    atol=1e-4)
-    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs, chunk_size=chunk, dt_softplus=True)
+    y_fwd, y_bwd = ssd_scan_directions(**stacked(**inputs), reverse=(False, True),
+                                       chunk_size=chunk, dt_softplus=True)
     torch.testing.assert_close(y_fwd, y)
     ref_bwd = ssd_scan_naive(**ref_in, dt_softplus=True, reverse=True)
     torch.testing.assert_close(y_bwd.double(), ref_bwd, rtol=1e-5, atol=1e-5)
@@ -133,5 +138,5 @@ def test_meta_tensors_give_meta_outputs_of_the_right_shapes():
     y, final = ssd_scan(**inputs, dt_softplus=True, return_final_states=True)
     assert y.device.type == final.device.type == 'meta'
     assert y.shape == inputs['x'].shape and final.shape == (1, 4, 2, 2)
-    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs)
+    y_fwd, y_bwd = ssd_scan_directions(**stacked(**inputs), reverse=(False, True))
     assert y_fwd.shape == y_bwd.shape == inputs['x'].shape and y_bwd.device.type == 'meta'

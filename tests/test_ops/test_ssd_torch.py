@@ -15,20 +15,23 @@ Strong decay (Mamba-2's |A| in [1, 16], dt' up to 8): the gradients of A, dt and
 gradient was summed over rectangles, up to 2e+2 at dt' = 8).
 """
 import functools
+import math
 import os
 import sys
 
 import pytest
 import torch
 
-from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_directions
 from dinomamba_mm.ops.ssd import chunk_stages
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import (cast, make_inputs, relative_error,  # noqa: E402
+from ssd_cases import (cast, make_inputs, relative_error, stacked,  # noqa: E402
                        strong_decay_inputs, weighted_sum)
+
+BOTH = (False, True)  # a bidirectional mixer's directions
 
 TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
@@ -155,7 +158,8 @@ def test_gradcheck_bidirectional_float64():
 
     def scan(*tensors):
         pairs = {n: (tensors[i], tensors[i + len(names)]) for i, n in enumerate(names)}
-        return ssd_scan_bidirectional(**pairs, chunk_size=3, dt_softplus=True, impl='torch')
+        return ssd_scan_directions(**stacked(**pairs), reverse=BOTH, chunk_size=3,
+                                   dt_softplus=True, impl='torch')
 
     assert torch.autograd.gradcheck(scan, leaves, fast_mode=True)
 
@@ -170,8 +174,8 @@ def test_bidirectional_matches_two_oracle_scans(length, chunk):
                grad=True)
     shared_A = fwd['A']
     pairs = {n: (fwd[n], bwd[n]) for n in fwd if n != 'A'}
-    y_fwd, y_bwd = ssd_scan_bidirectional(**pairs, A=shared_A, chunk_size=chunk,
-                                          dt_softplus=True, impl='torch')
+    y_fwd, y_bwd = ssd_scan_directions(**stacked(**pairs, A=shared_A), reverse=BOTH,
+                                       chunk_size=chunk, dt_softplus=True, impl='torch')
     ref_f = {n: t.detach().double().requires_grad_() for n, t in fwd.items()}
     ref_b = {n: t.detach().double().requires_grad_() for n, t in bwd.items() if n != 'A'}
     r_fwd = ssd_scan_naive(**ref_f, dt_softplus=True)
@@ -188,9 +192,66 @@ def test_bidirectional_matches_two_oracle_scans(length, chunk):
         _assert_close(g, r, TOL[torch.float32], f'grad {i}')
 
 
+@pytest.mark.parametrize('A_dtype', [torch.float16, torch.bfloat16])
+def test_half_precision_A_matches_the_oracle(A_dtype):
+    """A in float16 / bfloat16 (a model cast to half): the scan computes in float32 on A's
+    values, a head with A = -inf forgets at every step, and dA has A's dtype (float16 A raised
+    inside the op: the floor of A, -1e12, is beyond float16's range)."""
+    inputs = cast(make_inputs(length=40, D='H', dt_bias=True, initial_states=True, seed=23),
+                  torch.float32, grad=True)
+    with torch.no_grad():
+        inputs['A'] = inputs['A'].to(A_dtype)
+        inputs['A'][1] = -math.inf
+    inputs['A'].requires_grad_()
+    ref_in = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
+    y, final = ssd_scan(**inputs, chunk_size=16, dt_softplus=True, return_final_states=True,
+                        impl='torch')
+    ref_y, ref_final = ssd_scan_naive(**ref_in, dt_softplus=True, return_final_states=True)
+    _assert_close(y, ref_y, TOL[torch.float32], 'y')
+    _assert_close(final, ref_final, TOL[torch.float32], 'final_states')
+    (y.sum() + final.sum()).backward()
+    (ref_y.sum() + ref_final.sum()).backward()
+    assert inputs['A'].grad.dtype == A_dtype
+    for name in ('x', 'B', 'C', 'D'):
+        _assert_close(inputs[name].grad, ref_in[name].grad, TOL[torch.float32], f'd{name}')
+    _assert_close(inputs['A'].grad[[0, 2, 3]], ref_in['A'].grad[[0, 2, 3]], TOL[A_dtype], 'dA')
+
+
+def test_four_directions_with_states_match_four_oracle_scans():
+    """K = 4 directions (as a cross-scan passes them), reverse flags (False, True, True, False),
+    each with its own initial state, final states and per-channel D, dt shared through a
+    stride-0 expansion: y, the final states and every gradient against one float64 recurrence per
+    direction (dt's gradient sums the four)."""
+    per_direction = [cast(make_inputs(length=45, groups=2, D='HP', z=True, dt_bias=True,
+                                      initial_states=True, seed=40 + k), torch.float32)
+                     for k in range(4)]
+    reverse = (False, True, True, False)
+    leaves = {n: torch.stack([d[n] for d in per_direction]).requires_grad_()
+              for n in per_direction[0] if n != 'dt'}
+    leaves['dt'] = per_direction[0]['dt'].clone().requires_grad_()
+    y, final = ssd_scan_directions(**{**leaves, 'dt': leaves['dt'].expand(4, -1, -1, -1)},
+                                   reverse=reverse, chunk_size=16, dt_softplus=True,
+                                   return_final_states=True, impl='torch')
+    assert y.shape == leaves['x'].shape and final.shape == leaves['initial_states'].shape
+    refs = {n: t.detach().double().requires_grad_() for n, t in leaves.items()}
+    expected = [ssd_scan_naive(**{n: t if n == 'dt' else t[k] for n, t in refs.items()},
+                               dt_softplus=True, return_final_states=True, reverse=rev)
+                for k, rev in enumerate(reverse)]
+    ref_y, ref_final = (torch.stack(t) for t in zip(*expected))
+    _assert_close(y, ref_y, TOL[torch.float32], 'y')
+    _assert_close(final, ref_final, TOL[torch.float32], 'final_states')
+    weights = [torch.randn(t.shape, generator=torch.Generator().manual_seed(k),
+                           dtype=torch.float64) for k, t in enumerate((ref_y, ref_final))]
+    weighted_sum((y, final), weights).backward()
+    weighted_sum((ref_y, ref_final), weights).backward()
+    for name, leaf in leaves.items():
+        _assert_close(leaf.grad, refs[name].grad, TOL[torch.float32], f'd{name}')
+
+
 def test_bidirectional_shared_inputs_equal_forward_and_reverse_scans():
     inputs = cast(make_inputs(length=70, groups=2, D='HP', seed=13), torch.float32)
-    y_fwd, y_bwd = ssd_scan_bidirectional(**inputs, chunk_size=16, dt_softplus=True)
+    y_fwd, y_bwd = ssd_scan_directions(**stacked(**inputs), reverse=BOTH, chunk_size=16,
+                                       dt_softplus=True)
     ref_fwd = ssd_scan_naive(**inputs, dt_softplus=True)
     ref_bwd = ssd_scan_naive(**inputs, dt_softplus=True, reverse=True)
     _assert_close(y_fwd, ref_fwd, TOL[torch.float32], 'y_fwd')
@@ -252,8 +313,8 @@ def test_head_blocks_match_the_oracle(block_bytes, grad, monkeypatch):
                torch.float32, grad=grad)
     refs = [{k: v.detach().double().requires_grad_() for k, v in t.items()} for t in (fwd, bwd)]
     with torch.set_grad_enabled(grad):
-        ours = ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd}, chunk_size=16,
-                                      dt_softplus=True, impl='torch')
+        ours = ssd_scan_directions(**stacked(**{n: (fwd[n], bwd[n]) for n in fwd}),
+                                   reverse=BOTH, chunk_size=16, dt_softplus=True, impl='torch')
     oracle = (ssd_scan_naive(**refs[0], dt_softplus=True),
               ssd_scan_naive(**refs[1], dt_softplus=True, reverse=True))
     for name, y, y_ref in zip(('y_fwd', 'y_bwd'), ours, oracle):
@@ -278,16 +339,17 @@ def test_backward_saves_only_the_inputs():
                torch.float32, grad=True)
     bwd = cast(make_inputs(length=70, heads=4, groups=2, D='H', dt_bias=True, seed=4),
                torch.float32, grad=True)
-    inputs = {t.untyped_storage().data_ptr() for d in (fwd, bwd) for t in d.values()}
     for gated in (False, True):
         z = torch.randn(fwd['x'].shape) if gated else None
+        leaves = {n: t.detach().requires_grad_() for n, t in stacked(
+            **{n: (fwd[n], bwd[n]) for n in fwd}, z=z).items() if t is not None}
+        inputs = {t.untyped_storage().data_ptr() for t in leaves.values()}
         saved = []
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t,
                                                       lambda t: t):
-            ssd_scan_bidirectional(**{n: (fwd[n], bwd[n]) for n in fwd}, z=z, chunk_size=16,
-                                   dt_softplus=True, impl='torch')
-        own = [t for t in saved if t.untyped_storage().data_ptr() not in inputs
-               and (z is None or t.untyped_storage().data_ptr() != z.untyped_storage().data_ptr())]
+            ssd_scan_directions(**leaves, reverse=BOTH, chunk_size=16, dt_softplus=True,
+                                impl='torch')
+        own = [t for t in saved if t.untyped_storage().data_ptr() not in inputs]
         assert own == [], [(tuple(t.shape), t.dtype) for t in own]
 
 
@@ -332,7 +394,8 @@ def test_bidirectional_decay_gradients_under_strong_decay(dt_scale, chunk):
 
     def run(t, impl):
         if impl == 'torch':
-            return ssd_scan_bidirectional(**t, chunk_size=chunk, dt_softplus=True, impl='torch')
+            return ssd_scan_directions(**stacked(**t), reverse=BOTH, chunk_size=chunk,
+                                       dt_softplus=True, impl='torch')
         scan = ssd_scan_naive if impl == 'naive' else functools.partial(
             ssd_chunked_reference, chunk_size=chunk)
         return tuple(scan(**t, dt_softplus=True, reverse=rev) for rev in (False, True))

@@ -48,13 +48,13 @@ def _import_interpreted_kernels() -> None:
 
 _import_interpreted_kernels()
 
-from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional  # noqa: E402
+from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import ssd_chunked_reference  # noqa: E402
 from dinomamba_mm.ops.ssd.triton_chunk import _kernel_chunk  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ssd_cases import decay_gradient_errors, strong_decay_inputs  # noqa: E402
+from ssd_cases import decay_gradient_errors, stacked, strong_decay_inputs  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NAMES = ('x', 'dt', 'A', 'B', 'C', 'D', 'z', 'dt_bias')
@@ -67,8 +67,9 @@ def ssd_chunk_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_
 
 
 def ssd_bidirectional_triton(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_limit):
-    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus,
-                                  dt_limit, impl='triton')
+    return ssd_scan_directions(**stacked(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias),
+                               reverse=(False, True), chunk_size=chunk_size,
+                               dt_softplus=dt_softplus, dt_limit=dt_limit, impl='triton')
 
 
 def _inputs(batch: int, length: int, heads: int, groups: int, dtype: torch.dtype, seed: int,
@@ -257,7 +258,8 @@ def test_public_api_dispatches_to_triton():
     kwargs = dict(D=tensors['D'], z=tensors['z'], dt_bias=tensors['dt_bias'], dt_softplus=True)
     ref = ssd_scan_naive(*args, **kwargs)
     _assert_close('ssd_scan', ssd_scan(*args, chunk_size=256, impl='triton', **kwargs), ref, 1e-4)
-    y_f, y_b = ssd_scan_bidirectional(*args, chunk_size=32, impl='triton', **kwargs)
+    y_f, y_b = ssd_bidirectional_triton(*args, 32, kwargs['D'], kwargs['z'], kwargs['dt_bias'],
+                                        True, (0.0, float('inf')))
     _assert_close('y_fwd', y_f, ref, 1e-4)
     _assert_close('y_bwd', y_b, ssd_scan_naive(*args, reverse=True, **kwargs), 1e-4)
 
@@ -319,7 +321,8 @@ def test_float64_runs_in_float64():
     _assert_close('y', y, ref_y, 1e-10)
     _assert_close('final_states', final, ref_final, 1e-10)
     pair = {k: v for k, v in kwargs.items() if k not in ('initial_states', 'return_final_states')}
-    y_f, y_b = ssd_scan_bidirectional(*args, chunk_size=16, impl='triton', **pair)
+    y_f, y_b = ssd_bidirectional_triton(*args, 16, pair['D'], pair['z'], pair['dt_bias'], True,
+                                        (0.0, float('inf')))
     assert y_f.dtype == y_b.dtype == torch.float64
     _assert_close('y_bwd', y_b, ssd_scan_naive(*args, reverse=True, **pair), 1e-10)
 

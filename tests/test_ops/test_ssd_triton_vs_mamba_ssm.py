@@ -2,64 +2,19 @@
 interpreter on CPU: outputs, final states and every gradient, single and bidirectional (mamba_ssm
 on flipped inputs for the reverse direction), strong decay, fp32 and bf16.
 
-mamba-ssm is a test dependency installed without its CUDA extension (tools/setup_env.sh); only
-its ``mamba_ssm.ops.triton`` files are used. Shims, all in ``_mamba_chunk_scan``:
-* ``mamba_ssm/__init__.py`` imports the CUDA extension: the package is entered without it;
-* its kernels call triton.language's own @jit helpers (tl.sigmoid, ...), which run in the
-  interpreter only if triton itself was imported under TRITON_INTERPRET=1: each case runs in a
-  fresh Python started with it;
-* it launches inside ``torch.cuda.device(x.device.index)``, None on CPU: made a no-op there,
-  and it reads the SM count of the device: given one;
-* its autotuners would time every config (CUDA events): each keeps its first config.
-bf16 runs through test_ssd_triton's ``_gpu_products``, which makes the interpreter's tl.dot take
-bf16 operands as a GPU does, for both ops.
+mamba_ssm's ops run here through the shims of mamba_ssm_shims.py, each case in a fresh Python
+started with TRITON_INTERPRET=1. bf16 runs through test_ssd_triton's ``_gpu_products``, which
+makes the interpreter's tl.dot take bf16 operands as a GPU does, for both ops.
 """
-import contextlib
-import importlib
 import os
 import subprocess
 import sys
-import types
 
 import pytest
 import torch
 
 pytest.importorskip('triton')
 pytest.importorskip('einops')  # mamba_ssm's Triton ops import it
-
-
-def _mamba_chunk_scan():
-    """mamba_ssm's ``mamba_chunk_scan_combined``, defined under the interpreter."""
-    import importlib.util
-    spec = importlib.util.find_spec('mamba_ssm')
-    if spec is None:
-        pytest.fail('mamba-ssm is a test dependency: tools/setup_env.sh installs it')
-    if 'mamba_ssm' not in sys.modules:  # the package without its __init__ (CUDA extension)
-        package = types.ModuleType('mamba_ssm')
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules['mamba_ssm'] = package
-    combined = importlib.import_module('mamba_ssm.ops.triton.ssd_combined')
-    from triton.runtime.autotuner import Autotuner
-    for name in ('ssd_bmm', 'ssd_chunk_state', 'ssd_state_passing', 'ssd_chunk_scan',
-                 'ssd_combined'):
-        module = sys.modules[f'mamba_ssm.ops.triton.{name}']
-        for kernel in vars(module).values():
-            if isinstance(kernel, Autotuner):
-                kernel.configs = kernel.configs[:1]
-    return combined.mamba_chunk_scan_combined
-
-
-@contextlib.contextmanager
-def _cpu_device_context():
-    """torch.cuda.device(None), what mamba_ssm enters for a CPU tensor, as a no-op, and the
-    properties of a 108-SM device (it sizes a grid by the SM count)."""
-    device, properties = torch.cuda.device, torch.cuda.get_device_properties
-    torch.cuda.device = lambda index: contextlib.nullcontext() if index is None else device(index)
-    torch.cuda.get_device_properties = lambda *_: types.SimpleNamespace(multi_processor_count=108)
-    try:
-        yield
-    finally:
-        torch.cuda.device, torch.cuda.get_device_properties = device, properties
 
 
 ARGS = ('x', 'dt', 'A', 'B', 'C')
@@ -79,15 +34,17 @@ def _inputs(dtype, strong, seed=0, length=70, heads=2):
 
 
 def _ours(t, bidirectional, chunk):
-    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_bidirectional
-    kw = dict(D=t['D'], z=t['z'], dt_bias=t['dt_bias'], dt_softplus=True, impl='triton')
+    from dinomamba_mm.ops.ssd import ssd_scan, ssd_scan_directions
+    from ssd_cases import stacked
+    kw = dict(chunk_size=chunk, dt_softplus=True, impl='triton')
     if bidirectional:
-        return ssd_scan_bidirectional(*(t[n] for n in ARGS), chunk_size=chunk, **kw)
-    return ssd_scan(*(t[n] for n in ARGS), chunk_size=chunk, return_final_states=True, **kw)
+        return ssd_scan_directions(**stacked(**t), reverse=(False, True), **kw)
+    return ssd_scan(**t, return_final_states=True, **kw)
 
 
 def _theirs(t, bidirectional, chunk):
-    mamba_chunk_scan_combined = _mamba_chunk_scan()
+    import mamba_ssm_shims
+    mamba_chunk_scan_combined = mamba_ssm_shims.ssd_combined().mamba_chunk_scan_combined
     kw = dict(D=t['D'], dt_bias=t['dt_bias'], dt_softplus=True)
     if bidirectional:
         flip = {n: t[n].flip(1) for n in ('x', 'dt', 'B', 'C', 'z')}
@@ -134,7 +91,8 @@ def _compare(case: str) -> None:
     import test_ssd_triton as ours_tests  # defines our kernels under the interpreter
     dtype, strong, bidirectional, chunk, tol = CASES[case]
     inputs = _inputs(getattr(torch, dtype), strong)
-    with ours_tests._gpu_products(), _cpu_device_context():
+    import mamba_ssm_shims
+    with ours_tests._gpu_products(), mamba_ssm_shims.cpu_device_context():
         ours = _outputs_and_grads(_ours, inputs, bidirectional, chunk)
         theirs = _outputs_and_grads(_theirs, inputs, bidirectional, chunk)
     assert ours.keys() == theirs.keys()

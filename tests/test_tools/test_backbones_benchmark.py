@@ -1,6 +1,7 @@
 """tools/benchmarks/backbones.py: its tables, a worker's measurement and the mixer profile."""
 import json
 import os.path as osp
+import re
 import sys
 
 import pytest
@@ -47,12 +48,15 @@ def test_worker_prints_one_measurement_per_size(capsys):
 
 def test_saved_tensors_lists_what_a_dinovim_block_keeps():
     """Hand count per token (float32, DinoVim-T: width 256, d_inner 512, in_proj 1160 wide):
-    in_proj's output, y of both directions and out_proj's input, the block input, RMSNorm's
-    normalised input and in_proj's input."""
+    in_proj's output, y of both directions (one storage) and out_proj's input, the block input,
+    RMSNorm's normalised input and in_proj's input (tensors with a token axis; the parameters'
+    copies, e.g. the convs' stacked taps, do not grow with the tokens)."""
     table = backbones_benchmark.saved_tensors('DinoVim-T', 64)
+    tokens = re.search(r'\((\d+) tokens\)', table).group(1)
     large = sorted((int(line.split('|')[1]) for line in table.splitlines()[2:-1]
-                    if int(line.split('|')[1]) >= 1000), reverse=True)
-    assert large == [4 * 1160] + [4 * 512] * 3 + [4 * 256] * 3, table
+                    if int(line.split('|')[1]) >= 1000
+                    and tokens in line.split('|')[2].strip(' ()').split(', ')), reverse=True)
+    assert large == [4 * 1160, 2 * 4 * 512, 4 * 512] + [4 * 256] * 3, table
 
 
 def test_unknown_model_is_named():

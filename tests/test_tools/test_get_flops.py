@@ -21,3 +21,21 @@ def test_patch_embedding_and_linear_flops_match_hand_count():
     linear = 32 * 5
     assert result['flops'] == conv + linear
     assert result['params'] == 8 * 3 * 16 * 16 + 8 + 32 * 5 + 5
+
+
+def test_a_whole_probe_is_counted_without_its_teacher_file(capsys):
+    """--part model of a linear probe: FLOPs do not depend on the weights, so its frozen
+    teacher (a file that may not be here) is not loaded and the count runs."""
+    config = osp.join(ROOT, 'configs', 'demo', 'linear-probe_dinovim-demo_synthetic.py')
+    whole = get_flops.main([config, '--part', 'model', '--shape', '32'])
+    backbone = get_flops.main([config, '--part', 'backbone', '--shape', '32'])
+    assert whole['flops'] > backbone['flops'] and whole['params'] > backbone['params']
+
+
+def test_a_shape_of_zero_is_refused(capsys):
+    """--shape 0 failed inside the patch embedding's convolution."""
+    import pytest
+    config = osp.join(ROOT, 'configs', 'demo', 'dino_dinovim-demo_synthetic.py')
+    with pytest.raises(SystemExit):
+        get_flops.main([config, '--shape', '0'])
+    assert '--shape must be an int >= 1, got 0' in capsys.readouterr().err

@@ -53,3 +53,64 @@ def test_checkpoint_with_non_finite_weights_is_refused(tmp_path):
         pytorch2onnx.main([CONFIG, checkpoint, '--shape', '32', '32', '--output-file',
                            str(output), *NO_BACKBONE_FILE])
     assert not output.exists()
+
+
+@pytest.mark.parametrize('missing', ['onnx', 'onnxruntime', 'onnxscript'])
+def test_a_missing_export_package_names_the_extra(missing, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, missing, None)  # import / find_spec: not installed
+    with pytest.raises(ImportError, match=f'not installed: {missing}. Install them with: pip '
+                       'install "dinomamba_mm\\[deploy\\]"'):
+        pytorch2onnx.main([CONFIG, '--output-file', str(tmp_path / 'model.onnx'),
+                           *NO_BACKBONE_FILE])
+
+
+def test_a_config_that_is_not_a_classifier_or_segmentor_is_refused(tmp_path):
+    """A DINO config exported, then failed in the check (AttributeError: 'tuple' object has no
+    attribute 'numpy'), leaving the file; a detector failed inside mmdet."""
+    output = tmp_path / 'dino.onnx'
+    config = osp.join(REPO, 'configs/demo/dino_dinovim-demo_synthetic.py')
+    with pytest.raises(ValueError) as info:
+        pytorch2onnx.main([config, '--shape', '32', '32', '--output-file', str(output)])
+    assert str(info.value) == (
+        f'{config} builds a DINO (dinomamba_mm.models.selfsup.dino), which pytorch2onnx does '
+        "not export: it exports image classifiers (mmpretrain's ImageClassifier) and "
+        "segmentors (mmseg's BaseSegmentor, e.g. EncoderDecoder), whose tensor forward gives "
+        'one tensor of scores. Export a classifier or segmentor config with the same backbone')
+    assert not output.exists()
+
+
+@pytest.mark.parametrize('failure', ['export', 'tolerance'])
+def test_a_failed_export_leaves_the_earlier_file(tmp_path, monkeypatch, failure):
+    """An export that fails halfway (or whose output is off) left its file under the name
+    asked for, replacing a good one."""
+    output = tmp_path / 'model.onnx'
+    output.write_bytes(b'an earlier good export')
+    if failure == 'export':
+        def export(model, img, path):
+            with open(path, 'wb') as f:
+                f.write(b'half a model')
+            raise OSError(28, 'No space left on device')
+
+        monkeypatch.setattr(pytorch2onnx, 'export', export)
+        expected = pytest.raises(OSError, match='No space left')
+    else:
+        def export(model, img, path):
+            with open(path, 'wb') as f:
+                f.write(b'a model whose outputs are off')
+
+        monkeypatch.setattr(pytorch2onnx, 'export', export)
+        monkeypatch.setattr(pytorch2onnx, 'max_relative_difference', lambda *args: 0.5)
+        expected = pytest.raises(SystemExit, match='differs from PyTorch by 5.00e-01 > '
+                                                   f'--tolerance 0.0001: {output} not written')
+    with expected:
+        pytorch2onnx.main([CONFIG, '--shape', '32', '32', '--output-file', str(output),
+                           *NO_BACKBONE_FILE])
+    assert output.read_bytes() == b'an earlier good export'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['model.onnx']
+
+
+def test_an_infinite_tolerance_is_refused(capsys):
+    """--tolerance inf accepted any output."""
+    with pytest.raises(SystemExit):
+        pytorch2onnx.parse_args([CONFIG, '--tolerance', 'inf'])
+    assert '--tolerance must be a number in (0, inf), got inf' in capsys.readouterr().err

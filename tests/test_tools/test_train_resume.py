@@ -306,7 +306,7 @@ def test_a_second_run_in_the_same_work_dir_is_refused_and_a_killed_one_frees_it(
     finally:
         first.kill()
         first.wait()
-    from dinomamba_mm.engine.run_guards import lock_work_dir
+    from dinomamba_mm.engine.safeguards import lock_work_dir
     with lock_work_dir(work):  # the killed run left nothing stuck
         pass
 

@@ -1,7 +1,8 @@
 """Rank of the token-mixing matrices M of softmax attention, linear attention and Mamba-2.
 
-For each model, materialises M (Y = M X) of every head in chosen blocks for some images
-(``dinomamba_mm.analysis.mixer_mixing_matrices``: softmax(QK^T/sqrt(d)), phi(Q) phi(K)^T, and
+For each model, materialises M (Y = M X) of every head in chosen blocks for some images (each
+block's token mixer gives its own through ``mixing_matrix``, called by
+``dinomamba_mm.analysis.mixer_mixing_matrices``: softmax(QK^T/sqrt(d)), phi(Q) phi(K)^T, and
 the SSD matrices of the forward / backward scans and their average), cuts it into C x C blocks
 and reports the numerical rank (torch.linalg.matrix_rank's sigma > sigma_max * C * eps(float32):
 numpy's default tolerance at float32 precision) and the effective rank (Roy & Vetterli: exp of the entropy of the

@@ -1,13 +1,15 @@
 """Benchmark the bidirectional SSD scan as the vision mixer calls it, against the baselines.
 
-Side by side in one run, for each shape (B, L, H, P, N): ``ours`` (``ssd_scan_bidirectional``,
-the dispatching public op), ``minimal x2`` (the Mamba-2 paper's minimal chunked SSD listing, run
-once per direction on flipped copies, zero padded to whole chunks), ``sequential`` (the float64
-token-by-token recurrence the tests trust, forward + backward where its autograd tape fits),
-``mamba_ssm x2`` on CUDA when mamba_ssm imports, and with ``--baseline FILE``
-``ssd_scan_bidirectional`` of a module file that exposes it, e.g. one importing the ops/ssd package
-of another commit (a change timed next to the code it replaces). Wall and process CPU time are medians over rounds in which the methods take turns;
-peak memory and the --malloc modes: docs/benchmarks.md.
+Side by side in one run, for each shape (B, L, H, P, N): ``ours`` (``ssd_scan_directions`` with
+both directions stacked, the dispatching public op), ``minimal x2`` (the Mamba-2 paper's minimal
+chunked SSD listing, run once per direction on flipped copies, zero padded to whole chunks),
+``sequential`` (the float64 token-by-token recurrence the tests trust, forward + backward where
+its autograd tape fits), ``mamba_ssm x2`` on CUDA when mamba_ssm imports, and with
+``--baseline FILE`` the bidirectional scan of a module file that exposes ``ssd_scan_directions``
+(or the ``ssd_scan_bidirectional`` of commits before it), e.g. one importing the ops/ssd package
+of another commit (a change timed next to the code it replaces). Wall and process CPU time are
+medians over rounds in which the methods take turns; peak memory and the --malloc modes:
+docs/benchmarks.md.
 
 Usage:
   python tools/benchmarks/ssd.py [--quick] [--threads 1] [--no-sequential] [--repeats N]
@@ -31,7 +33,7 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from benchmark_utils import (PeakMemory, Timer, add_malloc_option, fmt,  # noqa: E402
                              machine_line, pin_malloc, table_header, table_row)
 
-from dinomamba_mm.ops.ssd import ssd_scan_bidirectional  # noqa: E402
+from dinomamba_mm.ops.ssd import ssd_scan_directions  # noqa: E402
 from dinomamba_mm.ops.ssd.naive import ssd_scan_naive  # noqa: E402
 from dinomamba_mm.ops.ssd.reference import segment_sums  # noqa: E402
 
@@ -94,21 +96,34 @@ def sequential_bidirectional(x, dt, A, B, C, D, dt_bias):
 
 
 def ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=OURS_CHUNK):
-    return ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=chunk_size, D=D, dt_bias=dt_bias,
-                                  dt_softplus=True)
+    return ssd_scan_directions(x, dt, A, B, C, reverse=(False, True), chunk_size=chunk_size,
+                               D=D, dt_bias=dt_bias, dt_softplus=True)
+
+
+ours_bidirectional.stacked = True  # takes (2, ...) stacks, not per-direction pairs
 
 
 def load_baseline(path: str) -> Callable:
-    """``ssd_scan_bidirectional`` of the standalone module file ``path``, wrapped as a method."""
+    """The bidirectional scan of the standalone module file ``path``, wrapped as a method:
+    its ``ssd_scan_directions`` on stacked inputs, or the ``ssd_scan_bidirectional`` (pairs of
+    tensors) of the commits before it."""
     spec = importlib.util.spec_from_file_location('ssd_baseline', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if hasattr(module, 'ssd_scan_directions'):
+        def baseline_bidirectional(x, dt, A, B, C, D, dt_bias):
+            return module.ssd_scan_directions(x, dt, A, B, C, reverse=(False, True),
+                                              chunk_size=OURS_CHUNK, D=D, dt_bias=dt_bias,
+                                              dt_softplus=True)
 
-    def baseline_bidirectional(x, dt, A, B, C, D, dt_bias):
+        baseline_bidirectional.stacked = True
+        return baseline_bidirectional
+
+    def baseline_pairs(x, dt, A, B, C, D, dt_bias):
         return module.ssd_scan_bidirectional(x, dt, A, B, C, chunk_size=OURS_CHUNK, D=D,
                                              dt_bias=dt_bias, dt_softplus=True)
 
-    return baseline_bidirectional
+    return baseline_pairs
 
 
 def mamba_ssm_bidirectional(**inputs):
@@ -118,7 +133,8 @@ def mamba_ssm_bidirectional(**inputs):
 
 
 def make_inputs(shape, device, dtype, seed=0):
-    """Per-direction pairs of tensors as the bidirectional mixer passes them (G = 1 group)."""
+    """Per-direction pairs of tensors (G = 1 group); a method that takes stacks gets them
+    stacked (``_leaves``), as the bidirectional mixer passes them."""
     batch, length, heads, headdim, dstate = shape
     gen = torch.Generator().manual_seed(seed)
 
@@ -137,21 +153,34 @@ def make_inputs(shape, device, dtype, seed=0):
     return {name: (make(), make()) for name, make in inputs.items()}
 
 
-def _leaves(inputs, grad: bool):
+def _leaves(inputs, grad: bool, fn: Callable):
+    """Fresh leaves of the per-direction pairs, or of their (2, ...) stacks for a method that
+    takes stacks (``fn.stacked``)."""
+    if getattr(fn, 'stacked', False):
+        return {k: torch.stack(v).requires_grad_(grad) for k, v in inputs.items()}
     return {k: tuple(t.detach().clone().requires_grad_(grad) for t in v)
             for k, v in inputs.items()}
+
+
+def _output_gradients(out, stacked: bool):
+    """(outputs, their gradients) for the loss y_fwd.sum() + 2 y_bwd.sum(): the gradients as
+    stride-0 expansions (no memory), whether the outputs are a pair or a (2, ...) stack."""
+    weights = torch.tensor([1.0, 2.0], dtype=out[0].dtype, device=out[0].device)
+    if stacked:
+        return [out], [weights.view(2, *(1, ) * (out.dim() - 1)).expand(out.shape)]
+    return list(out), [w.expand(o.shape) for w, o in zip(weights, out)]
 
 
 def call_once(fn: Callable, inputs, device, backward: bool,
               memory: bool = True) -> Tuple[float, float, float]:
     """(wall seconds, process CPU seconds, peak MiB) of fn, plus a backward through every input;
     the MiB are nan without ``memory`` (when freed buffers stay in the process)."""
-    args = _leaves(inputs, backward)
+    args = _leaves(inputs, backward, fn)
     with PeakMemory(device) as mem, Timer(device) as timer, torch.set_grad_enabled(backward):
-        y_fwd, y_bwd = fn(**args)
+        out = fn(**args)
         if backward:
-            (y_fwd.float().sum() + 2 * y_bwd.float().sum()).backward()
-        del y_fwd, y_bwd, args
+            torch.autograd.backward(*_output_gradients(out, getattr(fn, 'stacked', False)))
+        del out, args
     return timer.wall, timer.cpu, mem.mib if memory else float('nan')
 
 
@@ -177,10 +206,13 @@ def _sequential_fits(shape) -> bool:
 def _max_relative_difference(inputs, candidates: List[Tuple[str, Callable]]) -> float:
     """Largest difference of the candidates' forward outputs to the first one's, relative to its
     largest magnitude."""
+    def outputs(fn):
+        return [y.float() for y in fn(**_leaves(inputs, False, fn))]
+
     with torch.no_grad():
-        ref = [y.float() for y in candidates[0][1](**inputs)]
-        return max([0.0] + [((a - b.float()).abs().max() / a.abs().max()).item()
-                            for _, fn in candidates[1:] for a, b in zip(ref, fn(**inputs))])
+        ref = outputs(candidates[0][1])
+        return max([0.0] + [((a - b).abs().max() / a.abs().max()).item()
+                            for _, fn in candidates[1:] for a, b in zip(ref, outputs(fn))])
 
 
 def _ratio(reference: float, value: float) -> str:
@@ -226,7 +258,7 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_seq
                 f'{fmt(c[0], 1e3, 1)} | {fmt(c[1], 1e3, 1)} | {fmt(c[2])}' for c in cells] + [
                 f'{_ratio(times[p][MINIMAL][0], c[0])} / {_ratio(times[p][MINIMAL][1], c[1])}'
                 for p, c in zip(phases, cells)]), flush=True)
-        agree = _max_relative_difference(_leaves(inputs, False), methods)
+        agree = _max_relative_difference(inputs, methods)
         print(f'# B {shape[0]} L {shape[1]}: max relative difference of the forward outputs to '
               f'ours: {agree:.1e}', flush=True)
 
@@ -240,6 +272,8 @@ def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None
         for chunk in (256, 128, 64, 48, 32):
             def ours(x, dt, A, B, C, D, dt_bias, chunk=chunk):
                 return ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=chunk)
+
+            ours.stacked = True
 
             wall, cpu, mib = measure_interleaved([('ours', ours)], inputs, device, True,
                                                  repeats, True, memory)['ours']
@@ -262,7 +296,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('--threads', type=int, default=None,
                         help='torch intra-op threads (1 is steadier on a shared machine)')
     parser.add_argument('--baseline', metavar='FILE',
-                        help='also time ssd_scan_bidirectional of this standalone module file')
+                        help='also time the bidirectional scan of this standalone module file')
     add_malloc_option(parser)  # memory n/a under 'adaptive'
     args = parser.parse_args(argv)
     device = torch.device(args.device)

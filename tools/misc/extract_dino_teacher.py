@@ -22,9 +22,11 @@ Usage::
 import argparse
 from typing import Optional, Sequence
 
-from mmengine.runner.checkpoint import CheckpointLoader, save_checkpoint
+from mmengine.runner.checkpoint import save_checkpoint
 
-from dinomamba_mm.checkpoints import check_finite, check_output_path, find_backbone_weights
+from dinomamba_mm.checkpoints import (check_finite, check_output_path, find_backbone_weights,
+                                      read_checkpoint)
+from dinomamba_mm.engine.safeguards import AtomicLocalBackend  # noqa: F401 (atomic_local)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -58,7 +60,7 @@ def extract_teacher(checkpoint: dict, source: str, plain: bool = False,
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     check_output_path(args.out, args.checkpoint)
-    loaded = CheckpointLoader.load_checkpoint(args.checkpoint, map_location='cpu')
+    loaded = read_checkpoint(args.checkpoint)
     out = extract_teacher(loaded, args.checkpoint, args.plain, args.prefix)
     save_checkpoint(out, args.out, backend_args=dict(backend='atomic_local'))
     num_params = sum(v.numel() for v in out['state_dict'].values())

@@ -18,6 +18,8 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import MODELS, init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
+from dinomamba_mm.argument_checks import check_int
+
 
 def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
     """Return {'params': int, 'flops': int (multiply-adds)} for one (1, 3, H, W) input."""
@@ -28,6 +30,19 @@ def count(model: torch.nn.Module, shape: Sequence[int]) -> dict:
         model(inputs)
     return dict(params=sum(p.numel() for p in model.parameters()),
                 flops=counter.get_total_flops() // 2)
+
+
+def without_weight_files(cfg):
+    """``cfg`` with every FrozenBackbone's checkpoint dropped: counts do not depend on the
+    weights, and a frozen backbone refuses to run before its checkpoint is loaded."""
+    if isinstance(cfg, (list, tuple)):
+        return type(cfg)(without_weight_files(item) for item in cfg)
+    if not isinstance(cfg, dict):
+        return cfg
+    cfg = {key: without_weight_files(value) for key, value in cfg.items()}
+    if str(cfg.get('type', '')).endswith('FrozenBackbone'):
+        cfg['checkpoint'] = None
+    return cfg
 
 
 def main(argv=None) -> dict:
@@ -42,6 +57,11 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2):
         parser.error(f'--shape takes H or H W, got {args.shape}')
+    for side in args.shape:
+        try:
+            check_int('--shape', side, 1)
+        except ValueError as error:
+            parser.error(str(error))
     shape = args.shape * 2 if len(args.shape) == 1 else args.shape
 
     cfg = Config.fromfile(args.config)
@@ -54,7 +74,7 @@ def main(argv=None) -> dict:
         model_cfg = model_cfg.backbone
         while 'backbone' in model_cfg and 'type' in model_cfg.get('backbone', {}):
             model_cfg = model_cfg.backbone
-    model_cfg = dict(model_cfg)
+    model_cfg = without_weight_files(model_cfg)
     model_cfg.pop('init_cfg', None)
     model = MODELS.build(model_cfg)
     if args.part == 'model':

@@ -17,10 +17,12 @@ mmengine's ``dict(type='Pretrained', checkpoint=OUT, prefix='backbone.')`` (non-
 import argparse
 import time
 
-from mmengine.runner.checkpoint import CheckpointLoader, save_checkpoint
+from mmengine.runner.checkpoint import save_checkpoint
 
 from dinomamba_mm.checkpoints import (CheckpointError, check_finite, check_output_path,
-                                      find_backbone_weights, infer_arch, load_checkpoint_into)
+                                      find_backbone_weights, infer_arch, load_checkpoint_into,
+                                      read_checkpoint)
+from dinomamba_mm.engine.safeguards import AtomicLocalBackend  # noqa: F401 (atomic_local)
 from dinomamba_mm.models.backbones import DinoVim
 
 
@@ -40,7 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def convert(src: str, source: str = 'teacher', prefix: str = 'backbone.',
             verify: bool = True) -> dict:
     """Load ``src`` and return the mmengine checkpoint dict (see the module docstring)."""
-    loaded = CheckpointLoader.load_checkpoint(src, map_location='cpu')
+    loaded = read_checkpoint(src)
     weights = find_backbone_weights(loaded, f'checkpoint {src!r}', prefix=None, network=source)
     layout = weights.layouts.get(weights.module_path)
     if layout is None or isinstance(loaded.get('meta'), dict):

@@ -30,9 +30,10 @@ model = dict(
         final_norm=True,
         drop_path_rate=0.1,
         token_layout='paper',
-        # inference at high resolution is memory-bound: no-grad mixers run in 512-token
-        # segments (same result, activation peak ~2.4x lower)
-        mixer_cfg=dict(segment_len=512)),
+        # the paper's token mixer (any registered mixer fits here); inference at high
+        # resolution is memory-bound: no-grad mixers run in 512-token segments (same result,
+        # activation peak ~2.4x lower)
+        mixer_cfg=dict(type='dinomamba_mm.BidirectionalMamba2Mixer', segment_len=512)),
     neck=dict(
         type='Feature2Pyramid',
         embed_dim=embed_dims,

@@ -56,7 +56,7 @@ auto_scale_lr = dict(base_batch_size=256, enable=True)
 
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs)
 
-# What mmengine lacks (dinomamba_mm/engine/hooks).
+# What mmengine lacks (dinomamba_mm/engine/hooks; the last two: engine/safeguards).
 custom_hooks = [
     # teacher <- m teacher + (1 - m) student after every step, m cosine 0.996 -> 1
     dict(type='dinomamba_mm.DINOTeacherEMAHook', base_momentum=0.996, final_momentum=1.0),

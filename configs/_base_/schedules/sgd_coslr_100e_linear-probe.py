@@ -1,5 +1,7 @@
-# DINO's linear-probe schedule (docs/paper.md section 4): SGD momentum 0.9, no weight decay,
-# lr 1e-3 x batch / 256, 100 epochs, cosine to 0 stepped per epoch.
+# DINO's linear-probe schedule (docs/paper.md section 4): SGD momentum 0.9, lr 1e-3 x batch / 256,
+# 100 epochs, cosine to 0 stepped per epoch, no weight decay (eval_linear's default). The paper's
+# eval commands set --wd 0.001 for DinoVim-S and 0.01 for DinoVim-B and DinoMamba-Reg-B: their
+# probe configs (configs/dino/benchmarks/) set it on every parameter, as eval_linear does.
 # lr below is for the total batch 1024 (8 x 128); `tools/train.py --auto-scale-lr` rescales it
 # linearly for another total batch.
 # Built on mmpretrain's default runtime (scope mmpretrain) with the dinomamba_mm modules: a

@@ -12,3 +12,6 @@ model = dict(
     backbone=dict(
         checkpoint='work_dirs/dino_dinomambareg-base-p16_8xb64-amp-coslr-100e_in1k/epoch_100.pth',
         backbone=dict(type='dinomamba_mm.DinoMambaReg', num_registers=12, img_size=112)))
+
+# the paper's eval command for mambar_base: --wd 0.01 (its README, eval.sh)
+optim_wrapper = dict(optimizer=dict(weight_decay=1e-2))

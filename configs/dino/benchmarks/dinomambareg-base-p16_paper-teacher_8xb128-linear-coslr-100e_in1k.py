@@ -13,3 +13,6 @@ model = dict(
         checkpoint='https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Mambar/Base/'
         'checkpoint.pth',
         backbone=dict(type='dinomamba_mm.DinoMambaReg', num_registers=12, img_size=112)))
+
+# the paper's eval command for mambar_base: --wd 0.01 (its README, eval.sh)
+optim_wrapper = dict(optimizer=dict(weight_decay=1e-2))

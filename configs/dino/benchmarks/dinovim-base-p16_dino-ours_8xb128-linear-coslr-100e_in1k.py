@@ -9,3 +9,6 @@ _base_ = [
 model = dict(
     backbone=dict(
         checkpoint='work_dirs/dino_dinovim-base-p16_8xb64-amp-coslr-100e_in1k/epoch_100.pth'))
+
+# the paper's eval command for vim_base: --wd 0.01 (its README, eval.sh)
+optim_wrapper = dict(optimizer=dict(weight_decay=1e-2))

@@ -11,3 +11,6 @@ model = dict(
     backbone=dict(
         checkpoint='https://huggingface.co/TimingYang/Dino-Mamba/resolve/main/Vim/Base/'
         'checkpoint.pth'))
+
+# the paper's eval command for vim_base: --wd 0.01 (its README, eval.sh)
+optim_wrapper = dict(optimizer=dict(weight_decay=1e-2))

@@ -15,3 +15,6 @@ model = dict(
         backbone=dict(arch='small',
                       out_indices=list(range(-num_last_blocks, 0)))),
     head=dict(in_channels=num_last_blocks * embed_dims))
+
+# the paper's eval command for vim_small: --wd 0.001 (its README, eval.sh)
+optim_wrapper = dict(optimizer=dict(weight_decay=1e-3))

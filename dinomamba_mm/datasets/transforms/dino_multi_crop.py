@@ -9,11 +9,9 @@ from mmpretrain.datasets.transforms import (ColorJitter, MultiView, RandomResize
 
 from dinomamba_mm.argument_checks import check_argument as check
 from dinomamba_mm.argument_checks import is_int, is_real, is_real_sequence
-from dinomamba_mm.compat import fix_adjust_hue
 from dinomamba_mm.registry import TRANSFORMS
+from .color_jitter import HueSafeColorJitter
 from .random_gaussian_blur import RandomGaussianBlur
-
-fix_adjust_hue()  # ColorJitter's hue on numpy >= 2; here so that spawned workers get it too
 
 # Resize interpolations each backend can run (RandomResizedCrop accepts the cv2 set; PIL has no
 # 'area', which would otherwise fail only on the first image).
@@ -36,9 +34,10 @@ class DINOMultiCrop(MultiView):
 
     Built from mmpretrain / mmcv transforms (``RandomResizedCrop``, ``RandomFlip``,
     ``RandomApply``, ``ColorJitter``, ``RandomGrayscale``, ``Solarize``, ``MultiView``) and
-    :class:`RandomGaussianBlur` (mmpretrain's ``GaussianBlur`` with DINO's arguments); the hue
-    jitter relies on dinomamba_mm.compat's numpy-2-safe ``mmcv.adjust_hue``. All draw from ``np.random`` /
-    ``random``, which mmengine seeds (``randomness.seed``, per dataloader worker).
+    :class:`RandomGaussianBlur` (mmpretrain's ``GaussianBlur`` with DINO's arguments); the
+    colour jitter is :class:`HueSafeColorJitter` (mmpretrain's, its hue step numpy-2-safe). All
+    draw from ``np.random`` / ``random``, which mmengine seeds (``randomness.seed``, per
+    dataloader worker).
 
     Expects a BGR uint8 image (``LoadImageFromFile``); follow with ``PackInputs`` and use
     ``default_collate``, so the model receives a list of (B, 3, H_c, W_c) tensors.
@@ -144,7 +143,7 @@ class DINOMultiCrop(MultiView):
                 RandomResizedCrop(scale=size, crop_ratio_range=scale,
                                   interpolation=interpolation, backend=backend),
                 RandomFlip(prob=float(flip_prob), direction='horizontal'),  # mmcv: float only
-                RandomApply(transforms=[ColorJitter(**color_jitter)],
+                RandomApply(transforms=[HueSafeColorJitter(**color_jitter)],
                             prob=color_jitter_prob),
                 RandomGrayscale(prob=grayscale_prob, keep_channels=True,
                                 channel_weights=(0.114, 0.587, 0.299)),

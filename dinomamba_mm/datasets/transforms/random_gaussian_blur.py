@@ -1,8 +1,10 @@
 """Gaussian blur with a radius drawn per image (DINO / BYOL augmentation)."""
+import math
 from typing import Tuple
 
 from mmpretrain.datasets.transforms import GaussianBlur
 
+from dinomamba_mm.argument_checks import check_argument, check_number, is_real_sequence
 from dinomamba_mm.registry import TRANSFORMS
 
 
@@ -24,11 +26,10 @@ class RandomGaussianBlur(GaussianBlur):
     """
 
     def __init__(self, radius_range: Tuple[float, float] = (0.1, 2.0), prob: float = 0.5) -> None:
-        if len(radius_range) != 2 or not 0 <= radius_range[0] <= radius_range[1]:
-            raise ValueError(f'radius_range must be (min, max) with 0 <= min <= max, '
-                             f'got {radius_range}')
-        if not 0.0 <= prob <= 1.0:
-            raise ValueError(f'prob must be in [0, 1], got {prob}')
+        check_argument('radius_range', radius_range,
+                       'a (min, max) pair with 0 <= min <= max < inf', is_real_sequence,
+                       lambda v: len(v) == 2 and 0 <= v[0] <= v[1] < math.inf)
+        check_number('prob', prob, 0, 1)
         super().__init__(magnitude_range=tuple(radius_range), magnitude_std='inf', prob=prob)
         self.radius_range = tuple(radius_range)
 

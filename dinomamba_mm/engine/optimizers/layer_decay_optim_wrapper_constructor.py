@@ -7,12 +7,14 @@ from mmengine.model import is_model_wrapper
 from mmpretrain.engine.optimizers import LearningRateDecayOptimWrapperConstructor
 
 from dinomamba_mm.registry import OPTIM_WRAPPER_CONSTRUCTORS
+from .param_group_summary import ParamGroupSummaryMixin
 
 BACKBONE_PREFIX = 'backbone.'
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
-class LayerDecayOptimWrapperConstructor(LearningRateDecayOptimWrapperConstructor):
+class LayerDecayOptimWrapperConstructor(ParamGroupSummaryMixin,
+                                        LearningRateDecayOptimWrapperConstructor):
     """mmpretrain's layer-wise lr decay, for segmentors and detectors as well as classifiers.
 
     A parameter at depth ``d`` of ``D`` depths (``get_layer_depth(name) -> (d, D)``) gets
@@ -27,6 +29,9 @@ class LayerDecayOptimWrapperConstructor(LearningRateDecayOptimWrapperConstructor
     ``decay_mult``), ``norm_decay_mult`` (BN / IN / GN / LayerNorm), ``bias_decay_mult`` and
     ``flat_decay_mult`` (every 1-D parameter: also RMSNorm weights and Mamba's ``A_log``,
     ``D``, ``dt_bias``).
+
+    The groups are logged as a few INFO lines, one per depth (:func:`param_group_summary`;
+    mmpretrain lists every parameter at DEBUG level).
 
     Example::
 

@@ -1,22 +1,17 @@
-"""mmengine's default optimizer wrapper constructor over the trainable sub-modules only."""
-from typing import List, Optional, Union
-
+"""mmengine's default optimizer wrapper constructor, logging a summary of its parameter groups."""
 from mmengine.optim import DefaultOptimWrapperConstructor
-from torch import nn
 
 from dinomamba_mm.registry import OPTIM_WRAPPER_CONSTRUCTORS
+from .param_group_summary import ParamGroupSummaryMixin
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
-class TrainableOptimWrapperConstructor(DefaultOptimWrapperConstructor):
-    """``DefaultOptimWrapperConstructor`` (same arguments, same param groups) that skips, in
-    silence, a sub-module none of whose parameters requires a gradient.
+class TrainableOptimWrapperConstructor(ParamGroupSummaryMixin, DefaultOptimWrapperConstructor):
+    """``DefaultOptimWrapperConstructor`` (same arguments, same param groups) that logs a few
+    lines on the groups (:func:`param_group_summary`) instead of one per parameter.
 
-    mmengine logs a warning for every such parameter: for DINO's EMA teacher, a copy of the
-    student, that is one line per student parameter (several hundred) in every training log.
+    mmengine logs an INFO line for each parameter a ``paramwise_cfg`` rule applies to and a
+    warning for each parameter that does not require a gradient: for DINO (no weight decay on
+    biases and 1-D parameters; the EMA teacher, a copy of the student, frozen) several hundred
+    lines in every training log. The summary names the frozen parameters instead.
     """
-
-    def add_params(self, params: List[dict], module: nn.Module, prefix: str = '',
-                   is_dcn_module: Optional[Union[int, float]] = None) -> None:
-        if any(param.requires_grad for param in module.parameters()):
-            super().add_params(params, module, prefix, is_dcn_module)

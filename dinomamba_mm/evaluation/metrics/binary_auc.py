@@ -7,12 +7,12 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
-from dinomamba_mm.argument_checks import check_choice, is_int
+from dinomamba_mm.argument_checks import check_bool, check_choice, is_int
 from dinomamba_mm.registry import METRICS
 from ..functional.binary_auc import (AUC_MODES, auc_from_histograms, binary_auc,
                                      binary_auc_histograms, check_num_thresholds)
 
-# Maps upsampled per interpolate call: bounds the float32 buffer (64 maps of 512 x 512 = 64 MB).
+# Maps upsampled per interpolate call: bounds the buffer (64 float32 maps of 512 x 512 = 64 MB).
 _MAPS_PER_CALL = 64
 
 
@@ -78,6 +78,7 @@ class BinaryAUC(BaseMetric):
         super().__init__(collect_device=collect_device, prefix=prefix)
         check_choice('mode', mode, AUC_MODES)
         check_num_thresholds(num_thresholds)
+        check_bool('pooled', pooled)
         self.background_ids = _as_ids(background_ids, 'background_ids')
         self.ignore_ids = _as_ids(ignore_ids, 'ignore_ids')
         overlap = set(self.background_ids.tolist()) & set(self.ignore_ids.tolist())
@@ -129,8 +130,8 @@ class BinaryAUC(BaseMetric):
         if self.pooled:
             fg_hist, bg_hist = binary_auc_histograms(scores[:, None], masks[:, None],
                                                      self.num_thresholds)
-            result['fg_hist'] = fg_hist.reshape(*maps.shape[:2], -1).astype(np.int32)
-            result['bg_hist'] = bg_hist.reshape(*maps.shape[:2], -1).astype(np.int32)
+            result['fg_hist'] = exact_counts(fg_hist.reshape(*maps.shape[:2], -1))
+            result['bg_hist'] = exact_counts(bg_hist.reshape(*maps.shape[:2], -1))
         return result
 
     def _check_reduce_zero_label(self, sample: dict) -> None:
@@ -195,6 +196,12 @@ class BinaryAUC(BaseMetric):
         return metrics
 
 
+def exact_counts(counts: np.ndarray) -> np.ndarray:
+    """Pixel counts kept until evaluation: int32 (half the memory) when every count fits it,
+    else int64 as they came."""
+    return counts.astype(np.int32) if counts.max(initial=0) < 2**31 else counts
+
+
 def _as_ids(ids: Sequence[int], name: str) -> np.ndarray:
     if is_int(ids) or not all(is_int(i) for i in ids):
         raise ValueError(f'{name} must be a sequence of ints, got {ids!r}')
@@ -202,18 +209,22 @@ def _as_ids(ids: Sequence[int], name: str) -> np.ndarray:
 
 
 def _as_4d(maps) -> torch.Tensor:
+    """(L, K, h, w) maps in float32, or float64 when given so (float64 scores that differ below
+    float32's resolution would tie in float32: another AUC)."""
     maps = torch.as_tensor(maps).detach().cpu()
     if not maps.is_floating_point():
         raise ValueError(f'pred_map must hold floats, got dtype {maps.dtype}')
     if not maps.numel():
         raise ValueError('pred_map must hold at least one map of at least one pixel, got shape '
                          f'{tuple(maps.shape)}')
+    if maps.dtype != torch.float64:
+        maps = maps.float()  # float16 / bfloat16 widen exactly
     if maps.dim() == 2:
-        return maps[None, None].float()
+        return maps[None, None]
     if maps.dim() == 3:
-        return maps[:, None].float()
+        return maps[:, None]
     if maps.dim() == 4:
-        return maps.float()
+        return maps
     raise ValueError('pred_map must be (h, w), (K, h, w) or (num_layers, K, h, w), got shape '
                      f'{tuple(maps.shape)}')
 
@@ -241,7 +252,7 @@ def label_map(sample: dict, gt_key: str = 'gt_sem_seg') -> np.ndarray:
 
 
 def maps_at_label_size(maps: torch.Tensor, size: Tuple[int, int], sample: dict) -> np.ndarray:
-    """(L, K, h, w) maps -> (L * K, H, W) float32 on the label's pixels.
+    """(L, K, h, w) maps -> (L * K, H, W) on the label's pixels, in the maps' dtype.
 
     ``sample`` (a data-sample dict) may give ``map_extent`` (else ``batch_input_shape``) and
     ``img_shape``: see :class:`BinaryAUC` for the geometry.
@@ -254,7 +265,8 @@ def maps_at_label_size(maps: torch.Tensor, size: Tuple[int, int], sample: dict) 
         raise ValueError(f'the maps cover {tuple(extent)} input pixels but the image is '
                          f'{tuple(image)}: pad the inputs to whole patches (e.g. the data '
                          'preprocessor\'s test_cfg=dict(size_divisor=patch size))')
-    out = np.empty((maps.shape[0], *size), dtype=np.float32)
+    out = np.empty((maps.shape[0], *size),
+                   dtype=np.float64 if maps.dtype == torch.float64 else np.float32)
     for start in range(0, maps.shape[0], _MAPS_PER_CALL):
         chunk = maps[start:start + _MAPS_PER_CALL, None]
         if extent is not None and image is not None:

@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from mmengine.evaluator import BaseMetric
 
+from dinomamba_mm.argument_checks import check_argument, check_int, is_int
 from dinomamba_mm.registry import METRICS
 
 _WNID = re.compile(r'^n\d{8}$')
@@ -25,6 +26,7 @@ def read_imagenet_wnids(source: str) -> List[str]:
             whose lines start with the wnid, in class order (e.g. ``LOC_synset_mapping.txt``:
             ``n01440764 tench, Tinca tinca``).
     """
+    check_argument('imagenet_wnids', source, 'a path (str)', lambda v: isinstance(v, str))
     if osp.isdir(source):
         wnids = sorted(name for name in os.listdir(source)
                        if osp.isdir(osp.join(source, name)))
@@ -34,8 +36,13 @@ def read_imagenet_wnids(source: str) -> List[str]:
     else:
         raise ValueError(f'imagenet_wnids {source!r} is neither a directory of '
                          'class folders nor a text file of wnids')
+    if not wnids:
+        raise ValueError(f'imagenet_wnids {source!r} is ' + (
+            'a directory without class folders' if osp.isdir(source) else 'an empty file')
+            + "; expected ImageNet's train/ folder (one folder per wnid) or a file of wnids in "
+            'class order (LOC_synset_mapping.txt)')
     bad = [w for w in wnids if not _WNID.match(w)][:5]
-    if not wnids or bad:
+    if bad:
         raise ValueError(f'imagenet_wnids {source!r} gave {len(wnids)} entries '
                          f'with non-wnid names {bad}; expected names like '
                          "'n01440764'")
@@ -67,6 +74,8 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
         class_indices: the S columns of ``scores`` that form the subset, in label order.
         topk: the k values.
     """
+    if not len(labels):
+        raise ValueError('no samples to score: the test set is empty')
     if scores.dim() != 2 or labels.shape != scores.shape[:1]:
         raise ValueError(f'scores must be (N, K) and labels (N,), got '
                          f'{tuple(scores.shape)} and {tuple(labels.shape)}')
@@ -81,7 +90,8 @@ def subset_topk_accuracy(scores: torch.Tensor, labels: torch.Tensor,
     subset_scores = scores[:, index]
     ranked = subset_scores.topk(max(topk), dim=1).indices
     hits = ranked == labels[:, None]
-    return [100.0 * hits[:, :k].any(dim=1).float().mean().item() for k in topk]
+    # counted exactly: a float32 mean of the hits is off in the 8th digit
+    return [100.0 * int(hits[:, :k].any(dim=1).sum()) / len(labels) for k in topk]
 
 
 @METRICS.register_module()
@@ -108,9 +118,11 @@ class ClassSubsetAccuracy(BaseMetric):
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.imagenet_wnids = read_imagenet_wnids(imagenet_wnids)
-        self.topk = (topk, ) if isinstance(topk, int) else tuple(topk)
-        if not self.topk or min(self.topk) < 1:
-            raise ValueError(f'topk must be positive integers, got {topk!r}')
+        self.topk = (topk, ) if is_int(topk) else tuple(topk)
+        if not self.topk:
+            raise ValueError(f'topk must be an int >= 1 or a sequence of them, got {topk!r}')
+        for k in self.topk:
+            check_int('topk', k, 1)
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
@@ -126,6 +138,9 @@ class ClassSubsetAccuracy(BaseMetric):
         if not subset_wnids:
             raise ValueError('dataset_meta has no classes: the test dataset '
                              'must be a folder-per-wnid dataset')
+        if not results:
+            raise ValueError('ClassSubsetAccuracy got no samples to score: the test set is '
+                             'empty')
         indices = subset_class_indices(subset_wnids, self.imagenet_wnids)
         scores = torch.stack([s for s, _ in results])
         labels = torch.tensor([label for _, label in results])

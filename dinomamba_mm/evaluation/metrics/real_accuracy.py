@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence
 import torch
 from mmengine.evaluator import BaseMetric
 
+from dinomamba_mm.argument_checks import check_argument
 from dinomamba_mm.registry import METRICS
 
 _VAL_INDEX = re.compile(r'ILSVRC2012_val_(\d{8})')
@@ -70,11 +71,19 @@ class ReaLAccuracy(BaseMetric):
     def __init__(self, real_json: str, collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
+        check_argument('real_json', real_json, 'a path (str)', lambda v: isinstance(v, str))
         if not osp.isfile(real_json):
             raise ValueError(f'real_json {real_json!r} is not a file; expected '
                              'the path of ImageNet-ReaL real.json')
         with open(real_json) as f:
-            self.real_labels: List[List[int]] = json.load(f)
+            text = f.read()
+        try:
+            self.real_labels: List[List[int]] = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f'real_json {real_json!r} is '
+                             + ('empty' if not text.strip() else f'not valid JSON ({error})')
+                             + '; expected ImageNet-ReaL\'s real.json, a list of label lists '
+                             '(one per val image)') from error
         if not isinstance(self.real_labels, list):
             raise ValueError(f'real_json {real_json!r} holds a '
                              f'{type(self.real_labels).__name__}; expected a '

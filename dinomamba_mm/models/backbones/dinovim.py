@@ -1,4 +1,5 @@
 """DinoVim: Vision Mamba with bidirectional Mamba-2 (SSD) mixers, and its register variant."""
+import inspect
 import logging
 import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -12,33 +13,36 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from dinomamba_mm.argument_checks import (check_choice, check_indices, check_int, check_number,
-                                          is_int)
-from dinomamba_mm.checkpoints import checked_pretrained_cfg
+from dinomamba_mm.argument_checks import (check_bool, check_choice, check_indices, check_int,
+                                          check_number, is_int)
+from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import GatedRMSNorm, MambaBlock, resize_pos_embed
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from ..layers import DEFAULT_MIXER, GatedRMSNorm, MambaBlock, resize_pos_embed
+from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
+from .backbone_checks import (available_memory, check_arch_fields, check_backbone_args,
+                              check_image_input, check_parameter_memory,
+                              init_cfg_from_pretrained)
 
-ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers', 'headdim', 'd_state')
-ARCH_DEFAULTS = dict(expand=2, ngroups=1, d_conv=4, chunk_size=64)
+ARCH_REQUIRED_KEYS = ('embed_dims', 'num_layers')
+#: the Mamba-2 mixer sizes of the paper's DinoVim-T / S / B
+PAPER_MIXER_SIZES = dict(headdim=64, d_state=64, expand=2, ngroups=1, d_conv=4, chunk_size=64)
 TOKEN_LAYOUTS = ('interleaved', 'paper')
 OUT_SOURCES = ('residual', 'mixer')
 
 
-def available_memory(device: torch.device) -> Optional[int]:
-    """Bytes a new tensor can still take on ``device``: free GPU memory plus what PyTorch's
-    cache holds unused; on the CPU, Linux's MemAvailable. None where it cannot be told."""
-    if device.type == 'cuda':
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if device.type != 'cpu':
-        return None
-    try:
-        with open('/proc/meminfo') as meminfo:
-            line = next(line for line in meminfo if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration):
-        return None
-    return int(line.split()[1]) * 1024
+def _constructor_arguments(cls: type) -> List[str]:
+    """The keyword arguments ``cls(...)`` takes: those of its ``__init__`` and, while an
+    ``__init__`` takes ``**kwargs``, those of the next one up its bases, where they go."""
+    names: List[str] = []
+    for base in cls.__mro__:
+        if '__init__' not in vars(base):
+            continue
+        parameters = list(inspect.signature(base.__init__).parameters.values())[1:]
+        names += [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                           p.KEYWORD_ONLY)]
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return names
 
 
 def _token_plan(num_patches: int, num_extra: int, positions: Optional[Tuple[int, ...]],
@@ -98,76 +102,98 @@ class DinoVim(BaseModule):
     final RMSNorm ``norm_f`` -> outputs chosen by ``out_type`` / ``out_indices`` as in
     mmpretrain's ``VisionTransformer``.
 
+    The mixer is any registered token mixer (``mixer_cfg``; the paper's
+    ``BidirectionalMamba2Mixer`` by default); the analysis reads its mixing matrices through
+    :func:`dinomamba_mm.analysis.capture_mixer_inputs` and ``mixing_matrix``.
+
     Args:
-        arch: 'tiny' / 'small' / 'base' (aliases 't' / 's' / 'b'): embed_dims 256 / 512 / 768,
-            24 layers, headdim 64, d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 64;
-            or a dict with keys ``embed_dims``, ``num_layers``, ``headdim``, ``d_state`` and
-            optionally ``expand`` (2), ``ngroups`` (1), ``d_conv`` (4), ``chunk_size`` (64, the
-            SSD scan's chunk length: see ``ssd_scan``).
-        img_size: input size the position embedding is stored for (any multiple of the patch
-            size runs; the embedding is resized per input). The paper's Vim stores 224 (14x14),
-            its MambaR 112 (a 7x7 table); a loaded table of another grid is resampled once at
-            load, with a warning.
-        patch_size: patch size and stride of the patch embedding.
-        in_channels: input channels.
-        out_indices: block indices to output (int or sequence; negative counts from the end).
-        out_type: 'cls_token' (B, C): the class token, or the mean of the registers;
+        arch (str | dict): 'tiny' / 'small' / 'base' (aliases 't' / 's' / 'b'): embed_dims
+            256 / 512 / 768, 24 layers and the paper's Mamba-2 mixer sizes headdim 64,
+            d_state 64, expand 2, ngroups 1, d_conv 4, chunk_size 64 (the SSD scan's chunk
+            length: see ``ssd_scan``); or a dict with ``embed_dims`` and ``num_layers`` and any
+            of the mixer's size arguments (ints; those left out take the mixer's defaults, for
+            the Mamba-2 mixer the same paper values; ``num_heads`` for attention mixers).
+            Every key but ``embed_dims`` and ``num_layers`` is passed to the mixer.
+            Defaults to 'base'.
+        img_size (int | tuple): Input size the position embedding is stored for (any multiple
+            of the patch size runs; the embedding is resized per input). The paper's Vim
+            stores 224 (14x14), its MambaR 112 (a 7x7 table); a loaded table of another grid is
+            resampled once at load, with a warning. Defaults to 224.
+        patch_size (int): Patch size and stride of the patch embedding. Defaults to 16.
+        in_channels (int): Input channels. Defaults to 3.
+        out_indices (int | Sequence[int]): Block indices to output (negative counts from the
+            end). Defaults to -1.
+        out_type (str): 'cls_token' (B, C): the class token, or the mean of the registers;
             'featmap' (B, C, h, w): patch tokens on their grid, for dense heads;
             'avg_featmap' (B, C): mean of the patch tokens (no extra norm layer after the
             mean, unlike mmpretrain's ViT, so paper checkpoints load strictly); 'raw'
-            (B, L, C): all tokens in sequence order.
-        out_source: what a block outputs. 'residual': the residual stream after the block
-            (mmpretrain ViT's convention; ``norm_f`` applied after the last block when
+            (B, L, C): all tokens in sequence order. Defaults to 'cls_token'.
+        out_source (str): What a block outputs. 'residual': the residual stream after the
+            block (mmpretrain ViT's convention; ``norm_f`` applied after the last block when
             ``final_norm``); 'mixer': ``norm_f`` of the block's mixer output, the paper code's
             ``get_intermediate_layers`` (its linear-probe features). 'mixer' needs final_norm.
-        final_norm: build ``norm_f`` and apply it after the last block.
-        drop_rate: dropout on the tokens after the position embedding.
-        drop_path_rate: stochastic depth, linear from 0 (first block) to this (last block).
-        num_registers: 0: one class token (``cls_token`` (1, 1, C)); R > 0: R register tokens
-            (``register_tokens`` (1, R, C)) whose mean is the 'cls_token' output (DinoMamba-Reg).
-        register_positions: sequence positions of the class token / registers (one int each,
-            in [0, num_patches + E)); None spreads them evenly (a single class token sits at
-            num_patches // 2), see :func:`_token_plan`.
-        token_layout: 'interleaved': the extra tokens, each with its own position embedding, at
-            their positions; 'paper': the Dino-Mamba paper code's exact layout, so that its
-            checkpoints give its features: with a class token, the class token plus its
-            position embedding first, then the patches, and a second copy of the class token
-            WITHOUT position embedding inserted at index M // 2 of those M = N + 1 tokens (read
-            there); with registers its token order equals 'interleaved'. 'paper' also resizes
-            the position embedding with DINO's scale-factor convention (see
+            Defaults to 'residual'.
+        final_norm (bool): Build ``norm_f`` and apply it after the last block.
+            Defaults to True.
+        drop_rate (float): Dropout on the tokens after the position embedding. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, linear from 0 (first block) to this (last
+            block). Defaults to 0.1.
+        num_registers (int): 0: one class token (``cls_token`` (1, 1, C)); R > 0: R register
+            tokens (``register_tokens`` (1, R, C)) whose mean is the 'cls_token' output
+            (DinoMamba-Reg). Defaults to 0.
+        register_positions (Sequence[int], optional): Sequence positions of the class token /
+            registers (one int each, in [0, num_patches + E)); None spreads them evenly (a
+            single class token sits at num_patches // 2), see :func:`_token_plan`.
+            Defaults to None.
+        token_layout (str): 'interleaved': the extra tokens, each with its own position
+            embedding, at their positions; 'paper': the Dino-Mamba paper code's exact layout,
+            so that its checkpoints give its features: with a class token, the class token
+            plus its position embedding first, then the patches, and a second copy of the class
+            token WITHOUT position embedding inserted at index M // 2 of those M = N + 1 tokens
+            (read there); with registers its token order equals 'interleaved'. 'paper' also
+            resizes the position embedding with DINO's scale-factor convention (see
             ``resize_pos_embed``), so the paper's MambaR needs it too.
-        pad_to_patch: zero-pad inputs on the bottom / right to a multiple of the patch size;
-            otherwise such inputs raise a ValueError.
-        interpolate_mode: interpolation of the position embedding.
-        frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks (and
-            ``norm_f`` when all are frozen); -1 freezes nothing.
-        norm_eval: keep the normalisation layers in eval mode during training (kept for the
-            OpenMMLab interface; RMSNorm has no running statistics, so this changes nothing
-            unless a subclass adds such norms).
-        norm_eps: epsilon of the block RMSNorms and ``norm_f``.
-        with_cp: activation checkpointing of each block when grad is enabled (activations are
-            recomputed in the backward pass: less memory, about one more forward of time).
-        mixer_cfg: further keyword arguments of ``BidirectionalMamba2Mixer`` with the paper's
-            defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1, dt_init_floor 1e-4,
-            dt_limit (0, inf), bias False, conv_bias True, norm_before_gate False,
-            ssd_impl None, segment_len None (an int: no-grad sequences longer than this run
-            in segments of at most this many tokens: less memory, same result, a little
-            slower; the UperNet / Cascade Mask R-CNN configs set 512).
-        init_cfg: mmengine init config, e.g. ``dict(type='dinomamba_mm.PaperCheckpoint',
-            checkpoint=...)`` (strict); ``type='Pretrained'`` is built as
-            :class:`CheckedPretrainedInit` (a checkpoint that fits nothing is an error).
-            Random initialisation happens at construction.
-
-    The normalised tokens entering chosen blocks' mixers (for ``self.layers[i].mixer.ssd_inputs``
-    / ``.mixing_matrices``): ``dinomamba_mm.analysis.capture_mixer_inputs``.
+            Defaults to 'interleaved'.
+        pad_to_patch (bool): Zero-pad inputs on the bottom / right to a multiple of the patch
+            size; otherwise such inputs raise a ValueError. Defaults to False.
+        interpolate_mode (str): Interpolation of the position embedding.
+            Defaults to 'bicubic'.
+        frozen_stages (int): Freeze the embeddings and the first ``frozen_stages`` blocks (and
+            ``norm_f`` when all are frozen); -1 freezes nothing. Defaults to -1.
+        norm_eval (bool): Keep the normalisation layers in eval mode during training (kept for
+            the OpenMMLab interface; RMSNorm has no running statistics, so this changes nothing
+            unless a subclass adds such norms). Defaults to False.
+        norm_eps (float): Epsilon of the block RMSNorms and ``norm_f``. Defaults to 1e-5.
+        with_cp (bool): Activation checkpointing of each block when grad is enabled
+            (activations are recomputed in the backward pass: less memory, about one more
+            forward of time). Defaults to False.
+        mixer_cfg (dict, optional): The token mixer of every block: ``type``, a registered
+            mixer (:mod:`dinomamba_mm.models.layers.token_mixer`: ``BidirectionalMamba2Mixer``
+            when left out, ``LinearMultiheadAttention``, ``SoftmaxAttention``), and its further
+            arguments; the block gives it ``embed_dims``, ``arch`` its sizes. The Mamba-2
+            mixer's have the paper's defaults: A_init_range (1, 16), dt_min 1e-3, dt_max 0.1,
+            dt_init_floor 1e-4, dt_limit (0, inf), bias False, conv_bias True,
+            norm_before_gate False, ssd_impl None, segment_len None (an int: no-grad
+            sequences longer than this run in segments of at most this many tokens: less
+            memory, same result, a little slower; the UperNet / Cascade Mask R-CNN configs set
+            512). Defaults to None.
+        init_cfg (dict | list[dict], optional): mmengine init config, e.g.
+            ``dict(type='dinomamba_mm.PaperCheckpoint', checkpoint=...)`` (strict);
+            ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit` (a checkpoint
+            that fits nothing is an error). Random initialisation happens at construction.
+            Defaults to None.
+        pretrained (str, optional): Deprecated, as in mmseg's backbones (whose segmentors pass
+            it on): a checkpoint path or URL read as ``init_cfg=dict(type='Pretrained',
+            checkpoint=...)``, with a warning; not together with ``init_cfg``.
+            Defaults to None.
     """
     arch_zoo = {
-        **dict.fromkeys(['t', 'tiny'], dict(embed_dims=256, num_layers=24, headdim=64,
-                                            d_state=64, **ARCH_DEFAULTS)),
-        **dict.fromkeys(['s', 'small'], dict(embed_dims=512, num_layers=24, headdim=64,
-                                             d_state=64, **ARCH_DEFAULTS)),
-        **dict.fromkeys(['b', 'base'], dict(embed_dims=768, num_layers=24, headdim=64,
-                                            d_state=64, **ARCH_DEFAULTS)),
+        **dict.fromkeys(['t', 'tiny'], dict(embed_dims=256, num_layers=24,
+                                            **PAPER_MIXER_SIZES)),
+        **dict.fromkeys(['s', 'small'], dict(embed_dims=512, num_layers=24,
+                                             **PAPER_MIXER_SIZES)),
+        **dict.fromkeys(['b', 'base'], dict(embed_dims=768, num_layers=24,
+                                            **PAPER_MIXER_SIZES)),
     }
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
 
@@ -192,12 +218,17 @@ class DinoVim(BaseModule):
                  norm_eps: float = 1e-5,
                  with_cp: bool = False,
                  mixer_cfg: Optional[dict] = None,
-                 init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(checked_pretrained_cfg(init_cfg))
+                 init_cfg: Optional[Union[dict, List[dict]]] = None,
+                 pretrained: Optional[str] = None) -> None:
+        super().__init__(checked_pretrained_cfg(
+            init_cfg_from_pretrained(type(self).__name__, pretrained, init_cfg)))
         self.arch_settings = self._parse_arch(arch)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
 
+        for name, flag in (('final_norm', final_norm), ('pad_to_patch', pad_to_patch),
+                           ('norm_eval', norm_eval), ('with_cp', with_cp)):
+            check_bool(name, flag)
         check_choice('out_type', out_type, self.OUT_TYPES)
         check_choice('out_source', out_source, OUT_SOURCES)
         if out_source == 'mixer' and not final_norm:
@@ -208,6 +239,9 @@ class DinoVim(BaseModule):
         check_backbone_args(img_size, patch_size, in_channels, drop_rate, drop_path_rate,
                             self.num_layers, frozen_stages, interpolate_mode)
         check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
+        self.mixer_cfg = self._mixer_config(mixer_cfg)
+        check_parameter_memory(type(self).__name__, self.arch_settings,
+                               self._least_parameters(img_size, patch_size, in_channels))
         self.out_type = out_type
         self.out_source = out_source
         self.final_norm = final_norm
@@ -244,9 +278,9 @@ class DinoVim(BaseModule):
         self.pos_embed = nn.Parameter(
             torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
         self._register_load_state_dict_pre_hook(self._resize_loaded_pos_embed)
+        self._register_state_dict_hook(record_pos_embed_grid)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
-        self.mixer_cfg = self._mixer_kwargs(mixer_cfg)
         dpr = np.linspace(0, drop_path_rate, self.num_layers)
         self.layers = nn.ModuleList([
             MambaBlock(self.embed_dims, float(dpr[i]), norm_eps, self.mixer_cfg)
@@ -273,23 +307,48 @@ class DinoVim(BaseModule):
         missing = [k for k in ARCH_REQUIRED_KEYS if k not in arch]
         if missing:
             raise ValueError(f'custom arch dict {arch} lacks keys {missing}; required: '
-                             f'{list(ARCH_REQUIRED_KEYS)}, optional: {ARCH_DEFAULTS}')
-        unknown = sorted(set(arch) - set(ARCH_REQUIRED_KEYS) - set(ARCH_DEFAULTS))
-        if unknown:
-            raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
-                             f'{list(ARCH_REQUIRED_KEYS) + list(ARCH_DEFAULTS)}')
-        arch = {**ARCH_DEFAULTS, **arch}
+                             f'{list(ARCH_REQUIRED_KEYS)}, and optionally sizes of the mixer '
+                             f'(the paper\'s: {PAPER_MIXER_SIZES})')
         check_arch_fields(arch, list(arch))
-        return arch
+        return dict(arch)
 
-    def _mixer_kwargs(self, mixer_cfg: Optional[dict]) -> dict:
-        mixer_cfg = dict(mixer_cfg or {})
-        clash = sorted(set(mixer_cfg) & set(self.arch_settings))
+    def _least_parameters(self, img_size, patch_size: int, in_channels: int) -> int:
+        """A lower bound of the parameter count: one mixer of ``self.mixer_cfg`` (built on the
+        meta device, which allocates nothing) per block, the patch embedding and the position
+        embedding."""
+        dims = self.arch_settings['embed_dims']
+        with torch.device('meta'):
+            mixer = MODELS.build(dict(self.mixer_cfg, embed_dims=dims))
+        block = sum(p.numel() for p in mixer.parameters())
+        height, width = (img_size, img_size) if is_int(img_size) else img_size
+        patches = (height // patch_size) * (width // patch_size)
+        return self.num_layers * block + dims * (in_channels * patch_size**2 + patches)
+
+    def _mixer_config(self, mixer_cfg: Optional[dict]) -> dict:
+        """The blocks' mixer config: ``mixer_cfg`` (type: :data:`DEFAULT_MIXER` when left out)
+        with the sizes ``arch`` gives; keys the mixer does not take are refused here."""
+        cfg = {'type': DEFAULT_MIXER, **(mixer_cfg or {})}
+        sizes = {k: v for k, v in self.arch_settings.items() if k not in ARCH_REQUIRED_KEYS}
+        clash = sorted(set(cfg) & set(self.arch_settings))
         if clash:
             raise ValueError(f'mixer_cfg keys {clash} belong in arch, not mixer_cfg')
-        settings = {k: v for k, v in self.arch_settings.items()
-                    if k not in ('embed_dims', 'num_layers')}
-        return {**settings, **mixer_cfg}
+        mixer = MODELS.get(cfg['type']) if isinstance(cfg['type'], str) else cfg['type']
+        if mixer is None:
+            raise KeyError(f"mixer_cfg type {cfg['type']!r} is not a registered model; from "
+                           "another scope name ours as 'dinomamba_mm.Name'")
+        takes = [name for name in _constructor_arguments(mixer) if name != 'embed_dims']
+        unknown = sorted(set(sizes) - set(takes))
+        if unknown:
+            raise ValueError(
+                f'arch has unknown keys {unknown} for {mixer.__name__}; allowed: '
+                f'{list(ARCH_REQUIRED_KEYS) + takes} (the named archs give the Mamba-2 '
+                "mixer's sizes: another mixer takes a custom arch dict)")
+        unknown = sorted(set(cfg) - set(takes) - {'type', '_scope_'})
+        if unknown:
+            in_arch = f' (the mixer settings {sorted(sizes)} go in arch)' if sizes else ''
+            raise ValueError(f'mixer_cfg has unknown keys {unknown}; allowed: '
+                             f'{[k for k in takes if k not in sizes]}{in_arch}')
+        return {**cfg, **sizes}
 
     def _parse_positions(self, positions) -> Optional[Tuple[int, ...]]:
         if positions is None:
@@ -316,35 +375,40 @@ class DinoVim(BaseModule):
         trunc_normal_(conv.weight, std=math.sqrt(1. / fan_in) / .87962566103423978)
         nn.init.zeros_(conv.bias)
         for layer in self.layers:
-            out_proj = layer.mixer.out_proj
-            nn.init.kaiming_uniform_(out_proj.weight, a=math.sqrt(5))
-            with torch.no_grad():
-                out_proj.weight /= math.sqrt(self.num_layers)
+            layer.mixer.init_residual_output(self.num_layers)
 
     @property
     def _extra_tokens(self) -> nn.Parameter:
         """(1, E, C): the class token or the registers."""
         return self.register_tokens if self.num_registers else self.cls_token
 
-    def _resize_loaded_pos_embed(self, state_dict, prefix, *args, **kwargs) -> None:
+    def _resize_loaded_pos_embed(self, state_dict, prefix, local_metadata=None, *args,
+                                 **kwargs) -> None:
+        """Load-state-dict pre-hook: resample a table of another patch grid (the recorded one:
+        :func:`loaded_pos_embed_grid`) to this model's."""
         name = prefix + 'pos_embed'
-        if name not in state_dict or state_dict[name].shape == self.pos_embed.shape:
+        if name not in state_dict:
             return
         loaded = state_dict[name]
-        side = math.isqrt(loaded.shape[1] - self.num_extra_tokens)
-        if loaded.dim() != 3 or side * side != loaded.shape[1] - self.num_extra_tokens:
-            raise ValueError(f'{name} of shape {tuple(loaded.shape)} is not (1, '
-                             f'{self.num_extra_tokens} + n*n, C) and cannot be resized to '
-                             f'{tuple(self.pos_embed.shape)}')
-        state_dict[name] = resize_pos_embed(loaded, (side, side), self.patch_resolution,
+        recorded = GRID_METADATA_KEY in (local_metadata or {})
+        if not recorded and tuple(loaded.shape) == tuple(self.pos_embed.shape):
+            return
+        grid = loaded_pos_embed_grid(loaded, self.num_extra_tokens, local_metadata, name)
+        if grid == tuple(self.patch_resolution):
+            return
+        state_dict[name] = resize_pos_embed(loaded, grid, self.patch_resolution,
                                             self.num_extra_tokens, self.interpolate_mode,
                                             self.resize_convention)
-        grid = 'x'.join(map(str, self.patch_resolution))
-        print_log(f'{name}: the loaded table is for a {side}x{side} patch grid, this '
-                  f'{type(self).__name__} stores {grid}: resampled to {grid} now '
+        source = 'x'.join(map(str, grid))
+        target = 'x'.join(map(str, self.patch_resolution))
+        img_size = grid[0] * self.patch_size if grid[0] == grid[1] else tuple(
+            side * self.patch_size for side in grid)
+        print_log(f'{name}: the loaded table is for a {source} patch grid'
+                  f'{"" if recorded else " (none recorded: taken as square)"}, this '
+                  f'{type(self).__name__} stores {target}: resampled to {target} now '
                   f'({self.interpolate_mode}, {self.resize_convention!r} convention) and again '
                   'to each input grid, which differs from resampling the checkpoint\'s table '
-                  f'once per input (build with img_size={side * self.patch_size} for that)',
+                  f'once per input (build with img_size={img_size} for that)',
                   logger='current', level=logging.WARNING)
 
     # ------------------------------------------------------------------------------ freezing
@@ -413,8 +477,9 @@ class DinoVim(BaseModule):
     def _embed(self, inputs: torch.Tensor):
         """(B, 3, H, W) -> tokens (B, L, C) in sequence order, grid (h, w), token plan."""
         batch = inputs.shape[0]
-        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
+        projection = self.patch_embed.projection
+        check_image_input(inputs, projection.in_channels, self.patch_size, self.pad_to_patch,
+                          projection.weight.dtype)
         patches, hw = self.patch_embed(inputs)
         pos = resize_pos_embed(self.pos_embed, self.patch_resolution, tuple(hw),
                                self.num_extra_tokens, self.interpolate_mode,
@@ -441,26 +506,21 @@ class DinoVim(BaseModule):
 
     def activation_bytes(self, inputs: torch.Tensor) -> int:
         """A lower bound of the activation memory a forward (and backward, when grad is enabled)
-        of ``inputs`` (B, C, H, W) takes: the residual stream and one mixer's working set (its
-        in_proj output and, per scan direction, its conv output, its output and the chunk
-        scan's (Q x Q per chunk) products, over a segment when the mixer runs in segments);
-        with grad, also what every block keeps for the backward pass (its input and normalised
-        input, in_proj's output, both scans' outputs and out_proj's input; only the block
-        inputs with ``with_cp``). Measured CPU peaks are 1.2-3.5x it (4.5x with ``with_cp``).
+        of ``inputs`` (B, C, H, W) takes: the residual stream and one mixer's working set
+        (``activation_elements`` of the mixer: for the Mamba-2 mixer its in_proj output and,
+        per scan direction, its conv output, its output and the chunk scan's (Q x Q per chunk)
+        products, over a segment when the mixer runs in segments); with grad, also what every
+        block keeps for the backward pass (its input and normalised input and what the mixer
+        keeps; only the block inputs with ``with_cp``). Measured CPU peaks of DinoVim are
+        1.2-3.5x it (4.5x with ``with_cp``).
         """
-        mixer = self.layers[0].mixer
         height, width = (-(-s // self.patch_size) for s in inputs.shape[-2:])
         tokens = height * width + self.num_extra_tokens + self.paper_cls_layout
-        grad = torch.is_grad_enabled()
-        segment = tokens if grad or not mixer.segment_len else min(tokens, mixer.segment_len)
-        per_direction = mixer.conv_dim + mixer.d_inner + mixer.num_heads * min(
-            mixer.chunk_size, segment)
-        block = tokens * mixer.in_proj.out_features + 2 * segment * per_direction
-        block += 2 * tokens * self.embed_dims
-        if grad:
-            kept = self.embed_dims if self.with_cp else (
-                2 * self.embed_dims + mixer.in_proj.out_features + 3 * mixer.d_inner)
-            block += self.num_layers * tokens * kept
+        working, kept = self.layers[0].mixer.activation_elements(tokens)
+        block = working + 2 * tokens * self.embed_dims
+        if torch.is_grad_enabled():
+            block += self.num_layers * (tokens * self.embed_dims if self.with_cp else
+                                        2 * tokens * self.embed_dims + kept)
         device = inputs.device.type
         itemsize = 2 if device in ('cpu', 'cuda') and torch.is_autocast_enabled(device) else 4
         return len(inputs) * block * itemsize
@@ -480,7 +540,7 @@ class DinoVim(BaseModule):
             'with a smaller batch or input size' + (
                 ', --cfg-options model.backbone.with_cp=True (activation checkpointing)' if grad
                 else ', --cfg-options model.backbone.mixer_cfg.segment_len=512 (segmented '
-                'forward)' if self.layers[0].mixer.segment_len is None else ''))
+                'forward)' if getattr(self.layers[0].mixer, 'segment_len', 0) is None else ''))
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, 3, H, W), B >= 0 -> tuple of one output per ``out_indices`` entry (see out_type).
@@ -515,10 +575,15 @@ class DinoVim(BaseModule):
 class DinoMambaReg(DinoVim):
     """DinoMamba-Reg (the paper's MambaR): DinoVim with register tokens instead of a class token.
 
-    ``num_registers`` (12 by default) register tokens, each with its own position embedding,
-    are spread evenly among the patches (or put at ``register_positions``); the 'cls_token'
-    output is their mean. All other arguments are :class:`DinoVim`'s. The paper's MambaR is
-    ``token_layout='paper', img_size=112``: a 7x7 table resampled to each input's grid.
+    The register tokens, each with its own position embedding, are spread evenly among the
+    patches (or put at ``register_positions``); the 'cls_token' output is their mean. The
+    paper's MambaR is ``token_layout='paper', img_size=112``: a 7x7 table resampled to each
+    input's grid.
+
+    Args:
+        arch (str | dict): As :class:`DinoVim`'s. Defaults to 'base'.
+        num_registers (int): Number of register tokens, >= 1. Defaults to 12.
+        **kwargs: :class:`DinoVim`'s other arguments.
     """
 
     def __init__(self, arch: Union[str, dict] = 'base', num_registers: int = 12,

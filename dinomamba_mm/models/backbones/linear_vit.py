@@ -1,16 +1,24 @@
 """LinearViT: mmpretrain's VisionTransformer with phi(Q) phi(K)^T attention (paper's LinearViT)."""
-from typing import Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
-from dinomamba_mm.argument_checks import check_argument, check_indices, is_int
-from dinomamba_mm.checkpoints import checked_pretrained_cfg
+from dinomamba_mm.argument_checks import check_argument, check_bool, check_indices, is_int
+from dinomamba_mm.checkpoints import GRID_METADATA_KEY, checked_pretrained_cfg
 from dinomamba_mm.registry import MODELS
-from ..layers import LinearMultiheadAttention
-from .backbone_checks import check_arch_fields, check_backbone_args, check_image_input
+from ..layers import LinearMultiheadAttention, resize_pos_embed
+from ..layers.pos_embed import loaded_pos_embed_grid, record_pos_embed_grid
+from .backbone_checks import (check_arch_fields, check_backbone_args, check_image_input,
+                              check_parameter_memory, init_cfg_from_pretrained)
+
+
+#: the keys of a custom arch dict mmpretrain's VisionTransformer reads (it ignores others)
+VIT_ARCH_KEYS = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
+#: the bool arguments of mmpretrain's VisionTransformer
+VIT_FLAGS = ('qkv_bias', 'final_norm', 'with_cls_token', 'pre_norm')
 
 
 @MODELS.register_module()
@@ -36,6 +44,9 @@ class LinearViT(VisionTransformer):
             (ViT's behaviour); otherwise such inputs raise a ValueError, as in DinoVim.
         init_cfg: as ViT's; ``type='Pretrained'`` is built as :class:`CheckedPretrainedInit`
             (a checkpoint that fits nothing is an error).
+        pretrained: deprecated, as in mmseg's backbones (whose segmentors pass it on): a
+            checkpoint path or URL read as ``init_cfg=dict(type='Pretrained', checkpoint=...)``,
+            with a warning; not together with ``init_cfg``. Defaults to None.
         **kwargs: ``VisionTransformer``'s other arguments.
     """
     arch_zoo = {
@@ -59,13 +70,22 @@ class LinearViT(VisionTransformer):
                  norm_eval: bool = False,
                  attn_drop_rate: float = 0.,
                  pad_to_patch: bool = False,
+                 pretrained: Optional[str] = None,
                  **kwargs) -> None:
+        check_bool('norm_eval', norm_eval)
+        check_bool('pad_to_patch', pad_to_patch)
+        for name in VIT_FLAGS:
+            if name in kwargs:
+                check_bool(name, kwargs[name])
         if attn_drop_rate:
             raise ValueError(f'attn_drop_rate must be 0 for linear attention, got '
                              f'{attn_drop_rate}')
         if isinstance(arch, dict):
-            check_arch_fields(arch, ('embed_dims', 'num_layers', 'num_heads',
-                                     'feedforward_channels'))
+            unknown = sorted(set(arch) - set(VIT_ARCH_KEYS))
+            if unknown:
+                raise ValueError(f'custom arch dict has unknown keys {unknown}; allowed: '
+                                 f'{list(VIT_ARCH_KEYS)}')
+            check_arch_fields(arch, VIT_ARCH_KEYS)
             if {'embed_dims', 'num_heads'} <= set(arch):  # else ViT names the missing key
                 dims = arch['embed_dims']
                 check_argument("arch['num_heads']", arch['num_heads'],
@@ -79,10 +99,20 @@ class LinearViT(VisionTransformer):
                             kwargs.get('interpolate_mode', 'bicubic'), ('bilinear', 'bicubic'))
         if num_layers is not None:  # else ViT names the bad arch
             out_indices = check_indices('out_indices', out_indices, num_layers)
-        kwargs['init_cfg'] = checked_pretrained_cfg(kwargs.get('init_cfg'))
+        if isinstance(settings, dict) and set(VIT_ARCH_KEYS) <= set(settings):
+            dims, ffn = settings['embed_dims'], settings['feedforward_channels']
+            height, width = (img_size, img_size) if is_int(img_size) else img_size
+            patches = (height // patch_size) * (width // patch_size)
+            # a lower bound: each layer's qkv, projection and feed-forward weights, the patch
+            # and position embeddings
+            check_parameter_memory(type(self).__name__, settings, num_layers * (
+                4 * dims * dims + 2 * dims * ffn) + dims * (in_channels * patch_size**2 + patches))
+        kwargs['init_cfg'] = checked_pretrained_cfg(
+            init_cfg_from_pretrained('LinearViT', pretrained, kwargs.get('init_cfg')))
         super().__init__(arch=arch, img_size=img_size, patch_size=patch_size,
                          in_channels=in_channels, out_indices=out_indices,
                          drop_rate=drop_rate, drop_path_rate=drop_path_rate, **kwargs)
+        self._register_state_dict_hook(record_pos_embed_grid)
         self.norm_eval = norm_eval
         self.pad_to_patch = pad_to_patch
         self.patch_size = patch_size
@@ -117,6 +147,24 @@ class LinearViT(VisionTransformer):
                 qkv_bias=cfg['qkv_bias'],
                 layer_scale_init_value=cfg['layer_scale_init_value'])
 
+    def _prepare_pos_embed(self, state_dict, prefix, local_metadata=None, *args,
+                           **kwargs) -> None:
+        """ViT's load-state-dict pre-hook with the table's recorded grid
+        (:func:`loaded_pos_embed_grid`): ViT's takes the square root of its rows as the side."""
+        name = prefix + 'pos_embed'
+        if name not in state_dict:
+            return
+        if not self.with_cls_token and state_dict[name].shape[1] == self.pos_embed.shape[1] + 1:
+            state_dict[name] = state_dict[name][:, 1:]  # as ViT: a class token it does not use
+        loaded = state_dict[name]
+        if GRID_METADATA_KEY not in (local_metadata or {}) and \
+                tuple(loaded.shape) == tuple(self.pos_embed.shape):
+            return
+        grid = loaded_pos_embed_grid(loaded, self.num_extra_tokens, local_metadata, name)
+        if grid != tuple(self.patch_resolution):
+            state_dict[name] = resize_pos_embed(loaded, grid, self.patch_resolution,
+                                                self.num_extra_tokens, self.interpolate_mode)
+
     def train(self, mode: bool = True) -> 'LinearViT':
         super().train(mode)
         if mode and self.frozen_stages > 0:
@@ -134,8 +182,9 @@ class LinearViT(VisionTransformer):
 
     def forward(self, inputs: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """(B, C, H, W) -> ViT's outputs (see ``out_type``); B may be 0."""
-        check_image_input(inputs, self.patch_embed.projection.in_channels, self.patch_size,
-                          self.pad_to_patch)
+        projection = self.patch_embed.projection
+        check_image_input(inputs, projection.in_channels, self.patch_size, self.pad_to_patch,
+                          projection.weight.dtype)
         return super().forward(inputs)
 
     def _format_output(self, x: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:

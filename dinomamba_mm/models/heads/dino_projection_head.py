@@ -8,7 +8,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
-from dinomamba_mm.argument_checks import check_int
+from dinomamba_mm.argument_checks import check_bool, check_int
 from dinomamba_mm.registry import MODELS
 
 
@@ -54,6 +54,7 @@ class DINOProjectionHead(BaseModule):
                             ('bottleneck_channels', bottleneck_channels),
                             ('num_layers', num_layers)):
             check_int(name, value, 1)
+        check_bool('norm_last_layer', norm_last_layer)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.norm_last_layer = norm_last_layer

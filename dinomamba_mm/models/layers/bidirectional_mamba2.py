@@ -1,16 +1,20 @@
 """Bidirectional Mamba-2 (SSD) token mixer of DinoVim ("v2" bidirectionality of Vision Mamba)."""
 import contextlib
 import math
+from collections import OrderedDict
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dinomamba_mm.argument_checks import check_int, check_number
-from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_bidirectional
+from dinomamba_mm.argument_checks import (check_argument, check_bool, check_int, check_number,
+                                          is_real_sequence)
+from dinomamba_mm.ops.ssd import ssd_mixing_matrix, ssd_scan, ssd_scan_directions
+from dinomamba_mm.registry import MODELS
 from .depthwise_conv import depthwise_conv_silu
 from .gated_rms_norm import GatedRMSNorm
+from .token_mixer import Rows, depth_scaled_init_
 
 #: keyword arguments of :func:`dinomamba_mm.ops.ssd.ssd_mixing_matrix` found in each direction's
 #: dict returned by :meth:`BidirectionalMamba2Mixer.ssd_inputs`.
@@ -38,7 +42,9 @@ class _RebuiltWhenRead:
 
     def __init__(self, rebuilds: Dict[int, Tuple[Callable[[torch.Tensor], torch.Tensor],
                                                  torch.Tensor]]):
-        # torch.utils.checkpoint finds the hooks it nests in the same way (torch 2.14)
+        # private: torch has no public way to read the active hooks (torch 2.11, 2.14; its own
+        # compiler reads them so too); docs/faq.md, "Why does the Mamba-2 mixer call a private
+        # torch function?"
         outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
         self.outer_pack, self.outer_unpack = outer or (None, None)
         self.recipes = {ptr: _Recipe(rebuild, self._outer(source))
@@ -78,14 +84,16 @@ def inverse_softplus_dt(num_heads: int, dt_min: float, dt_max: float,
     return dt + torch.log(-torch.expm1(-dt))
 
 
+@MODELS.register_module()
 class BidirectionalMamba2Mixer(nn.Module):
-    """Mamba-2 mixer scanning the token sequence in both directions.
+    """Mamba-2 mixer scanning the token sequence in both directions (DinoVim's token mixer).
 
     One ``in_proj`` produces, per token, the gate z (d_inner), xBC (d_inner + 2 G N) and dt (H),
     in that order. Each direction has its own depthwise conv1d + SiLU over xBC, dt bias, A_log,
     D and gated RMSNorm; the forward conv is causal, the backward one anti-causal in input order
     (equal to a causal conv of the flipped sequence), and the backward scan runs from the last
-    token to the first (``ssd_scan_bidirectional``), so nothing is flipped. Output:
+    token to the first (``ssd_scan_directions`` with both directions stacked), so nothing is
+    flipped. Output:
     ``out_proj((norm(y_fwd, z) + norm_b(y_bwd, z)) / 2)``.
 
     Parameter names follow the Dino-Mamba paper code (``conv1d_b``, ``dt_b_bias``, ``A_log_b``,
@@ -97,32 +105,42 @@ class BidirectionalMamba2Mixer(nn.Module):
     but the per-block temporaries scale with the segment, not the sequence: they set the peak
     memory of high-resolution inference).
 
-    Analysis: :meth:`ssd_inputs` returns the per-direction scan inputs (x, dt, A, B, C after the
-    convolution, D, dt_bias, ...) of a given mixer input; :meth:`mixing_matrices` materialises
-    both directions' (B, H, L, L) mixing matrices M with ``ssd_mixing_matrix``.
+    A registered token mixer (:mod:`.token_mixer`): :meth:`mixing_matrix` gives the SSD matrix
+    M of each direction and their average; :meth:`ssd_inputs` the per-direction scan inputs (x,
+    dt, A, B, C after the convolution, D, dt_bias, ...) they are made of.
+
+    The defaults are the paper's (DinoVim's arch names set ``d_state``, ``headdim``, ``expand``,
+    ``ngroups``, ``d_conv`` and ``chunk_size`` to the same values).
 
     Args:
-        embed_dims: model width D.
-        d_state: SSM state size N.
-        d_conv: depthwise convolution width.
-        expand: d_inner = expand * D.
-        headdim: channels per head P; H = d_inner / P.
-        ngroups: groups G of B / C (H % G == 0); also the gated norm's groups.
-        chunk_size: chunk length of the SSD scan (see ``ssd_scan``: the torch backend uses it as
-            given, the Triton kernels a power of two in [16, 64]; 64 suits both).
-        A_init_range: A = -U(A_init_range) per head.
-        dt_min, dt_max, dt_init_floor: softplus(dt_bias) is initialised log-uniform in
-            [dt_min, dt_max], floored at dt_init_floor.
-        dt_limit: clamp of the effective step (no clamp for (0, inf)).
-        bias: bias in in_proj / out_proj.
-        conv_bias: bias in the conv1d layers.
-        norm_before_gate: gated norm order (False: rmsnorm(y * silu(z))).
-        norm_eps: epsilon of the gated norms.
-        ssd_impl: implementation passed to the SSD op (None: its automatic choice).
-        segment_len: longest segment of the no-grad path (None, the default: always the whole
-            sequence). 512 cuts DinoVim-T's no-grad peak 2.5-3x at 768-1024 px, below ViT's,
-            for ~20 % more forward time at 1025 tokens on CPU (docs/benchmarks.md); the
-            dense-prediction configs set it.
+        embed_dims (int): Model width D.
+        d_state (int): SSM state size N. Defaults to 64.
+        d_conv (int): Depthwise convolution width. Defaults to 4.
+        expand (int): d_inner = expand * D. Defaults to 2.
+        headdim (int): Channels per head P; H = d_inner / P. Defaults to 64.
+        ngroups (int): Groups G of B / C (H % G == 0); also the gated norm's groups.
+            Defaults to 1.
+        chunk_size (int): Chunk length of the SSD scan (see ``ssd_scan``: the torch backend
+            uses it as given, the Triton kernels a power of two in [16, 64]; 64 suits both).
+            Defaults to 64.
+        A_init_range (Sequence[float]): A = -U(A_init_range) per head. Defaults to (1, 16).
+        dt_min (float): softplus(dt_bias) is initialised log-uniform in [dt_min, dt_max],
+            floored at dt_init_floor. Defaults to 0.001.
+        dt_max (float): See dt_min. Defaults to 0.1.
+        dt_init_floor (float): See dt_min. Defaults to 1e-4.
+        dt_limit (Tuple[float, float]): Clamp of the effective step (no clamp for (0, inf)).
+            Defaults to (0.0, inf).
+        bias (bool): Bias in in_proj / out_proj. Defaults to False.
+        conv_bias (bool): Bias in the conv1d layers. Defaults to True.
+        norm_before_gate (bool): Gated norm order (False: rmsnorm(y * silu(z))).
+            Defaults to False.
+        norm_eps (float): Epsilon of the gated norms. Defaults to 1e-5.
+        ssd_impl (str, optional): Implementation passed to the SSD op (None: its automatic
+            choice). Defaults to None.
+        segment_len (int, optional): Longest segment of the no-grad path (None: always the
+            whole sequence). 512 cuts DinoVim-T's no-grad peak 2.5-3x at 768-1024 px, below
+            ViT's, for ~20 % more forward time at 1025 tokens on CPU (docs/benchmarks.md); the
+            dense-prediction configs set it. Defaults to None.
     """
 
     def __init__(self,
@@ -154,11 +172,20 @@ class BidirectionalMamba2Mixer(nn.Module):
             check_int('segment_len', segment_len, 1)
         if ngroups <= 0 or num_heads % ngroups != 0:
             raise ValueError(f'ngroups={ngroups} must divide the number of heads {num_heads}')
+        check_argument('A_init_range', A_init_range,
+                       'a (low, high) pair with 0 < low <= high < inf', is_real_sequence,
+                       lambda v: len(v) == 2 and 0 < v[0] <= v[1] < math.inf)
         low, high = A_init_range
-        if not 0 < low <= high:
-            raise ValueError(f'A_init_range must satisfy 0 < low <= high, got {A_init_range}')
+        check_argument('dt_limit', dt_limit,
+                       'a (low, high) pair with 0 <= low <= high (high may be inf)',
+                       is_real_sequence, lambda v: len(v) == 2 and 0 <= v[0] <= v[1])
+        check_number('dt_init_floor', dt_init_floor, 0, exclusive_minimum=True)
+        check_number('norm_eps', norm_eps, 0, exclusive_minimum=True)
         check_number('dt_min', dt_min, 0, exclusive_minimum=True)
         check_number('dt_max', dt_max, dt_min)
+        for name, flag in (('bias', bias), ('conv_bias', conv_bias),
+                           ('norm_before_gate', norm_before_gate)):
+            check_bool(name, flag)
         self.embed_dims = embed_dims
         self.d_inner = d_inner
         self.d_state = d_state
@@ -213,15 +240,23 @@ class BidirectionalMamba2Mixer(nn.Module):
                 b.unflatten(-1, (self.ngroups, self.d_state)),
                 c.unflatten(-1, (self.ngroups, self.d_state)))
 
-    def _direction_inputs(self, xbc: torch.Tensor) -> List[Dict[str, torch.Tensor]]:
-        """Forward then backward: x, A, B, C, D, dt_bias of that direction's scan, from
-        in_proj's xbc (B, L, d_inner + 2GN) after that direction's convolution."""
-        inputs = []
-        for backward in (False, True):
-            conv, A, d, dt_bias = self._direction(backward)
-            x, b, c = self._split_xbc(self._conv(xbc, conv, causal=not backward))
-            inputs.append(dict(x=x, A=A, B=b, C=c, D=d, dt_bias=dt_bias))
-        return inputs
+    def _direction_inputs(self, xbc: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """x, A, B, C, D, dt_bias of both directions' scans, stacked along a first dimension
+        of 2 (forward, backward), from in_proj's xbc (B, L, d_inner + 2GN): x, B, C are views of
+        one (2, B, L, d_inner + 2GN) buffer holding both convolutions' outputs."""
+        x, b, c = self._split_xbc(self._conv_both(xbc))
+        A = torch.stack([-torch.exp(a_log.to(torch.promote_types(a_log.dtype, torch.float32)))
+                         for a_log in (self.A_log, self.A_log_b)])
+        return dict(x=x, A=A, B=b, C=c, D=torch.stack([self.D, self.D_b]),
+                    dt_bias=torch.stack([self.dt_bias, self.dt_b_bias]))
+
+    def _conv_both(self, xbc: torch.Tensor) -> torch.Tensor:
+        """Both directions' depthwise conv1d + SiLU, (B, L, C) -> (2, B, L, C): the forward
+        conv causal, the backward one anti-causal."""
+        convs = (self.conv1d, self.conv1d_b)
+        biases = None if self.conv1d.bias is None else torch.stack([c.bias for c in convs])
+        return depthwise_conv_silu(xbc, torch.stack([c.weight[:, 0] for c in convs]), biases,
+                                   causal=(True, False))
 
     def _project(self, u: torch.Tensor):
         """z (B, L, d_inner), xBC (B, L, d_inner + 2GN) and dt (B, L, H) of the mixer input u."""
@@ -232,7 +267,7 @@ class BidirectionalMamba2Mixer(nn.Module):
         """Per-direction inputs of the SSD scans for the mixer input ``u`` (for analysis).
 
         Args:
-            u: (B, L, D) mixer input (the block's normalised tokens).
+            u (torch.Tensor): (B, L, D) mixer input (the block's normalised tokens).
 
         Returns:
             ``{'forward': {...}, 'backward': {...}, 'z': z}`` with z (B, L, d_inner) the gate.
@@ -244,17 +279,52 @@ class BidirectionalMamba2Mixer(nn.Module):
             direction gives ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` before its gated norm.
         """
         z, xbc, dt = self._project(u)
-        forward, backward = self._direction_inputs(xbc)
+        stacked = self._direction_inputs(xbc)
         options = dict(dt=dt, dt_softplus=True, dt_limit=self.dt_limit)
-        return dict(forward=dict(forward, **options, reverse=False),
-                    backward=dict(backward, **options, reverse=True), z=z)
+        per_direction = zip(*(t.unbind(0) for t in stacked.values()))
+        forward, backward = (dict(zip(stacked, values), **options, reverse=reverse)
+                             for values, reverse in zip(per_direction, (False, True)))
+        return dict(forward=forward, backward=backward, z=z)
 
-    def mixing_matrices(self, u: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Forward and backward mixing matrices M, each (B, H, L, L) float32, for input u."""
+    def mixing_matrix(self, u: torch.Tensor, rows: Rows = None) -> Dict[str, torch.Tensor]:
+        """The SSD matrices M of the input u (B, L, D), each (B, H, R, L) float32.
+
+        Returns:
+            ``{'forward': M_f, 'backward': M_b, 'combined': (M_f + M_b) / 2}``: per head and
+            direction ``M_ij = C_i^T B_j dt_j exp(sum of dt A between j and i)``
+            (``ssd_mixing_matrix`` of :meth:`ssd_inputs`), lower triangular forward, upper
+            triangular backward; 'combined' is the average the mixer applies before its (per
+            token) gated norms. The skip term D x and the fact that each direction sees its own
+            convolution of x are not part of M.
+        """
         inputs = self.ssd_inputs(u)
-        return tuple(
-            ssd_mixing_matrix(**{k: inputs[name][k] for k in MIXING_MATRIX_KEYS})
-            for name in ('forward', 'backward'))
+        matrices = OrderedDict()
+        for name in ('forward', 'backward'):
+            matrix = ssd_mixing_matrix(**{k: inputs[name][k] for k in MIXING_MATRIX_KEYS})
+            matrices[name] = matrix if rows is None else matrix[:, :, rows]
+        matrices['combined'] = (matrices['forward'] + matrices['backward']) / 2
+        return matrices
+
+    def init_residual_output(self, num_layers: int) -> None:
+        """Depth-scaled initialisation of ``out_proj`` (:func:`.token_mixer.depth_scaled_init_`)."""
+        depth_scaled_init_(self.out_proj, num_layers)
+
+    def activation_elements(self, length: int) -> Tuple[int, int]:
+        """A lower bound of the elements per sample of a forward over ``length`` tokens.
+
+        Returns:
+            (working, kept): in_proj's output and, per scan direction, its conv output, its
+            output and the chunk scan's (Q x Q per chunk) products, over a segment when the
+            forward runs in segments (no grad and ``segment_len``); and what autograd keeps for
+            the backward pass: in_proj's output, both scans' outputs and out_proj's input.
+        """
+        segment = length if torch.is_grad_enabled() or not self.segment_len else min(
+            length, self.segment_len)
+        per_direction = self.conv_dim + self.d_inner + self.num_heads * min(self.chunk_size,
+                                                                            segment)
+        working = length * self.in_proj.out_features + 2 * segment * per_direction
+        kept = length * (self.in_proj.out_features + 3 * self.d_inner)
+        return working, kept
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u: (B, L, D) -> (B, L, D)."""
@@ -266,8 +336,9 @@ class BidirectionalMamba2Mixer(nn.Module):
         y = (self.norm(y_fwd.flatten(-2), z) + self.norm_b(y_bwd.flatten(-2), z)).div_(2)
         return self.out_proj(y)
 
-    def _scan(self, xbc: torch.Tensor, dt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """y_fwd, y_bwd (B, L, H, P) of both directions' scans of in_proj's xbc and dt.
+    def _scan(self, xbc: torch.Tensor, dt: torch.Tensor) -> torch.Tensor:
+        """y (2, B, L, H, P) of both directions' scans (forward, backward) of in_proj's xbc and
+        dt.
 
         For the backward pass the mixer keeps, besides its input, in_proj's output (z, xbc, dt),
         the scans' outputs (the gated norms' inputs) and out_proj's input: the convolutions keep
@@ -275,23 +346,20 @@ class BidirectionalMamba2Mixer(nn.Module):
         the scan from its inputs, and the convolved x, B, C that the scan keeps are rebuilt from
         xbc when its backward reads them, as mamba_ssm's fused mixer does.
         """
-        fwd, bwd = self._direction_inputs(xbc)
-        with self._rebuilt_when_read(xbc, [fwd['x'], bwd['x']]):
-            return ssd_scan_bidirectional(
-                dt=dt, **{k: (fwd[k], bwd[k]) for k in fwd}, chunk_size=self.chunk_size,
-                dt_softplus=True, dt_limit=self.dt_limit, impl=self.ssd_impl)
+        inputs = self._direction_inputs(xbc)
+        with self._rebuilt_when_read(xbc, inputs['x']):
+            return ssd_scan_directions(
+                dt=dt.expand(2, *dt.shape), **inputs, reverse=(False, True),
+                chunk_size=self.chunk_size, dt_softplus=True, dt_limit=self.dt_limit,
+                impl=self.ssd_impl)
 
-    def _rebuilt_when_read(self, xbc: torch.Tensor, outputs: Sequence[torch.Tensor]):
-        """The context in which autograd keeps recipes for the convolutions' ``outputs`` (forward,
-        backward direction; any view of them) instead of the tensors."""
+    def _rebuilt_when_read(self, xbc: torch.Tensor, conv_output: torch.Tensor):
+        """The context in which autograd keeps a recipe for the convolutions' output (any view
+        of it) instead of the tensor."""
         if not torch.is_grad_enabled() or torch.compiler.is_compiling():
             return contextlib.nullcontext()
-        hooks = _RebuiltWhenRead({
-            out.untyped_storage().data_ptr(): (
-                lambda source, conv=conv, causal=not backward: self._conv(source, conv, causal),
-                xbc)
-            for out, conv, backward in zip(outputs, (self.conv1d, self.conv1d_b),
-                                           (False, True))})
+        hooks = _RebuiltWhenRead(
+            {conv_output.untyped_storage().data_ptr(): (self._conv_both, xbc)})
         return torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack)
 
     def _segments(self, length: int) -> List[Tuple[int, int]]:
@@ -332,7 +400,12 @@ class BidirectionalMamba2Mixer(nn.Module):
         """Projection, one direction's conv and scan over tokens [start, end) of u (B, L, D).
 
         Args:
-            state: (B, H, P, N) state entering the segment in scan order (None: zeros).
+            u (torch.Tensor): (B, L, D) mixer input.
+            start (int): First token of the segment.
+            end (int): Token after the segment's last.
+            backward (bool): Scan the backward direction (else the forward one).
+            state (torch.Tensor, optional): (B, H, P, N) state entering the segment in scan
+                order (None: zeros).
 
         Returns:
             the gate z (B, S, d_inner) (None for the backward direction, which projects only

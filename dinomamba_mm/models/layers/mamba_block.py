@@ -1,11 +1,14 @@
-"""Pre-norm residual block of DinoVim: RMSNorm -> bidirectional Mamba-2 mixer -> residual add."""
+"""Pre-norm residual block of DinoVim: RMSNorm -> token mixer -> residual add."""
 from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 from mmcv.cnn.bricks import DropPath
 
-from .bidirectional_mamba2 import BidirectionalMamba2Mixer
+from dinomamba_mm.registry import MODELS
+
+#: the paper's mixer (its arguments' defaults are the paper's)
+DEFAULT_MIXER = 'dinomamba_mm.BidirectionalMamba2Mixer'
 
 
 class MambaBlock(nn.Module):
@@ -16,10 +19,12 @@ class MambaBlock(nn.Module):
     mixer output returned alongside.
 
     Args:
-        embed_dims: width D.
-        drop_path_rate: stochastic depth on the mixer branch.
-        norm_eps: epsilon of the RMSNorm.
-        mixer_cfg: keyword arguments of :class:`BidirectionalMamba2Mixer` (besides embed_dims).
+        embed_dims (int): Width D.
+        drop_path_rate (float): Stochastic depth on the mixer branch. Defaults to 0.
+        norm_eps (float): Epsilon of the RMSNorm. Defaults to 1e-5.
+        mixer_cfg (dict, optional): Config of the token mixer, built through the ``MODELS``
+            registry with ``embed_dims`` (any registered mixer, :mod:`.token_mixer`); without
+            ``type`` the paper's ``BidirectionalMamba2Mixer``. Defaults to None.
     """
 
     def __init__(self,
@@ -29,7 +34,8 @@ class MambaBlock(nn.Module):
                  mixer_cfg: Optional[dict] = None) -> None:
         super().__init__()
         self.norm = nn.RMSNorm(embed_dims, eps=norm_eps)
-        self.mixer = BidirectionalMamba2Mixer(embed_dims, **(mixer_cfg or {}))
+        self.mixer = MODELS.build(
+            {'type': DEFAULT_MIXER, **(mixer_cfg or {}), 'embed_dims': embed_dims})
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -4,7 +4,7 @@ from typing import Sequence, Tuple
 import torch
 from mmengine.model import BaseModule
 
-from dinomamba_mm.argument_checks import check_choice
+from dinomamba_mm.argument_checks import check_bool, check_choice
 from dinomamba_mm.registry import MODELS
 
 
@@ -41,6 +41,7 @@ class LinearProbeNeck(BaseModule):
                  avgpool_patch_tokens: bool = False) -> None:
         super().__init__()
         check_choice('in_type', in_type, self.IN_TYPES)
+        check_bool('avgpool_patch_tokens', avgpool_patch_tokens)
         if avgpool_patch_tokens and in_type != 'raw':
             raise ValueError('avgpool_patch_tokens=True needs the patch tokens, '
                              "i.e. in_type='raw', got in_type="

@@ -27,8 +27,9 @@ the output's D x and gate. The Triton path runs each stage over all chunks in it
   chunk_scan_diag_bwd,               chunk_scan_chunk_state_bwd (dx and dB / dC kernels)
   chunk_state_bwd
 
-All directions of a call are stacked along the batch into R = ndir * B rows (reverse rows differ in
-their running sums and masks only; nothing is flipped). Layouts (Hg = H // G, Lp = n_c Q):
+The K directions of a call (stacked along the first dimension of every input) go through every
+stage together as R = K * B rows (reverse rows differ in their running sums and masks only;
+nothing is flipped). Layouts (Hg = H // G, Lp = n_c Q):
 
   dt, decays          (R, H, Lp)        dA_cumsum (R, H, n_c, Q) float64, ddA_cumsum, ddA
   x_dt (= dt' x), y   (R, H, Lp, P) head-major; viewed per group as (R, G, Lp, Hg, P)
@@ -60,7 +61,8 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from .scan_inputs import ScanInputs, compute_dtype, preprocess_dt, preprocess_dt_backward
+from .scan_inputs import (ScanInputs, compute_dtype, preprocess_dt, preprocess_dt_backward,
+                          unstack)
 
 Tensor = torch.Tensor
 
@@ -109,8 +111,9 @@ class ChunkLayout:
     """Sizes, the stacked rows of every direction and views of the stacked tensors."""
 
     def __init__(self, x: Tensor, B: Tensor, reverse: Sequence[bool], chunk_size: int):
-        self.batch, self.length, self.heads, self.headdim = x.shape
-        self.groups, self.dstate = B.shape[2], B.shape[3]
+        """x (K, B, L, H, P) and B (K, B, L, G, N) give the sizes."""
+        _, self.batch, self.length, self.heads, self.headdim = x.shape
+        self.groups, self.dstate = B.shape[3], B.shape[4]
         self.per_group = self.heads // self.groups
         self.dtype = compute_dtype(x)
         self.device = x.device
@@ -142,13 +145,23 @@ class ChunkLayout:
         return torch.zeros(*shape, dtype=self.dtype, device=self.device)
 
     def stack_tokens(self, tensors: Sequence[Tensor]) -> Tensor:
-        """Per direction (B, L, K, ...) -> (R, K, Lp, ...) in the compute dtype,
-        zeros on the padding."""
-        first = tensors[0]
-        out = self.new(self.rows, first.shape[2], self.padded, *first.shape[3:])
+        """Per direction (B, L, M, ...) (a (K, B, L, M, ...) tensor or K tensors) ->
+        (R, M, Lp, ...) in the compute dtype, zeros on the padding."""
+        out = None
         for d, t in zip(self.directions, tensors):
+            if out is None:
+                out = self.new(self.rows, t.shape[2], self.padded, *t.shape[3:])
             self.zero_padding(out[d.rows], d, dim=2)
             out[d.rows, :, d.tokens] = t.transpose(1, 2)
+        return out
+
+    def unstack_tokens(self, t: Tensor, dtype: torch.dtype) -> Tensor:
+        """(R, M, Lp, ...) -> (K, B, L, M, ...) in ``dtype``: each direction's tokens, the
+        inverse of :meth:`stack_tokens`."""
+        out = torch.empty(len(self.directions), self.batch, self.length, t.shape[1],
+                          *t.shape[3:], dtype=dtype, device=self.device)
+        for d, out_d in zip(self.directions, out):
+            out_d.copy_(t[d.rows, :, d.tokens].transpose(1, 2))
         return out
 
     def zero_padding(self, t: Tensor, direction: Direction, dim: int) -> None:
@@ -173,10 +186,13 @@ class ChunkLayout:
                                      self.dstate)
         return h.permute(0, 1, 4, 2, 3).contiguous()
 
-    def state_from_n_major(self, h: Tensor) -> Tensor:
-        """(B, G, N, Hg, P) -> (B, H, P, N) copy."""
-        return h.permute(0, 1, 3, 4, 2).reshape(h.shape[0], self.heads, self.headdim,
-                                                 self.dstate)
+    def state_from_n_major(self, h: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """(B, G, N, Hg, P) -> (B, H, P, N) copy (into ``out`` if given)."""
+        h = h.permute(0, 1, 3, 4, 2)
+        if out is None:
+            return h.reshape(h.shape[0], self.heads, self.headdim, self.dstate)
+        out.view(h.shape).copy_(h)
+        return out
 
     def exit_values(self, t: Tensor) -> Tensor:
         """(R, H, n_c, Q) -> (R, H, n_c): the values at each chunk's exit."""
@@ -257,8 +273,9 @@ class DtCumsum(NamedTuple):
 def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
     """dt' = clamp(softplus?(dt + dt_bias)) and its running sums s of dt' A per chunk."""
     dt = lay.stack_tokens([preprocess_dt(dt, bias, inp.dt_softplus, inp.dt_limit, lay.dtype)
-                           for dt, bias in zip(inp.dt, inp.dt_bias)])
-    A = torch.cat([A.to(torch.float64).expand(lay.batch, -1) for A in inp.A])  # (R, H)
+                           for dt, bias in zip(inp.dt, inp.per_direction('dt_bias'))])
+    A = inp.A.to(torch.float64).unsqueeze(1).expand(-1, lay.batch, -1)  # (K, B, H)
+    A = A.reshape(lay.rows, lay.heads)
     dA = (dt.double() * A.unsqueeze(-1)).view(lay.rows, lay.heads, lay.n_chunks, lay.q)
     dA_cumsum = torch.cat([_running_sum(dA[d.rows], d.reverse) for d in lay.directions])
     if dA.numel() == 0:
@@ -279,8 +296,8 @@ def dA_cumsum_fwd(lay: ChunkLayout, inp: ScanInputs) -> DtCumsum:
 
 
 def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor, dt: Tensor,
-                  inp: ScanInputs) -> List[Tuple[Tensor, Tensor, Optional[Tensor]]]:
-    """Per direction (d dt (B, L, H), dA (H,), d dt_bias (H,) or None).
+                  inp: ScanInputs) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """d dt (K, B, L, H), dA (K, H) and d dt_bias (K, H) or None.
 
     Args:
         ddA: dL/d(dt' A) (R, H, n_c, Q) that the other stages computed directly.
@@ -291,16 +308,16 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
     ddA = ddA + torch.cat([_running_sum(ddA_cumsum[d.rows], not d.reverse)
                            for d in lay.directions])
     ddA = ddA.view(lay.rows, lay.heads, lay.padded)
-    grads = []
-    for k, d in enumerate(lay.directions):
-        A, dt_raw, bias = inp.A[k], inp.dt[k], inp.dt_bias[k]
-        dA = torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0).to(A.dtype)
+    d_dts, dAs, d_biases = [], [], []
+    for d, A, dt_raw, bias in zip(lay.directions, inp.A, inp.dt, inp.per_direction('dt_bias')):
+        dAs.append(torch.linalg.vecdot(ddA[d.rows].double(), dt[d.rows].double()).sum(0))
         ddt_d = ddt[d.rows].addcmul(ddA[d.rows], A.to(lay.dtype)[:, None])
         ddt_raw = preprocess_dt_backward(ddt_d[:, :, d.tokens].transpose(1, 2), dt_raw, bias,
                                          inp)
-        d_bias = ddt_raw.sum((0, 1)).to(bias.dtype) if bias is not None else None
-        grads.append((ddt_raw.to(dt_raw.dtype), dA, d_bias))
-    return grads
+        d_biases.append(ddt_raw.sum((0, 1)) if bias is not None else None)
+        d_dts.append(ddt_raw)
+    d_bias = torch.stack(d_biases).to(inp.dt_bias.dtype) if inp.dt_bias is not None else None
+    return torch.stack(d_dts).to(inp.dt.dtype), torch.stack(dAs).to(inp.A.dtype), d_bias
 
 
 def dt_scaled_x(lay: ChunkLayout, inp: ScanInputs, cum: DtCumsum) -> Tensor:
@@ -322,19 +339,17 @@ def dt_scaled_x(lay: ChunkLayout, inp: ScanInputs, cum: DtCumsum) -> Tensor:
 
 
 def dt_scaled_x_bwd(lay: ChunkLayout, d_x_dt: Tensor, dy: Tensor, ddt: Tensor, dt: Tensor,
-                    inp: ScanInputs) -> List[Tensor]:
-    """dx per direction (B, L, H, P) from d(dt' x) and from the skip term D x; adds
-    x . d(dt' x) to ``ddt`` (R, H, Lp) in place."""
-    dxs = []
-    for x, D, d in zip(inp.x, inp.D, lay.directions):
+                    inp: ScanInputs) -> Tensor:
+    """dx (K, B, L, H, P) from d(dt' x) and from the skip term D x; adds x . d(dt' x) to
+    ``ddt`` (R, H, Lp) in place."""
+    dx = lay.new(*inp.x.shape)
+    for x, D, dx_d, d in zip(inp.x, inp.per_direction('D'), dx, lay.directions):
         d_x_dt_d = d_x_dt[d.rows, :, d.tokens].transpose(1, 2)
         ddt[d.rows, :, d.tokens] += summed_products(lay, x, d_x_dt_d, (-1,)).transpose(1, 2)
-        dx = torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1),
-                       out=lay.new(*x.shape))
+        torch.mul(d_x_dt_d, dt[d.rows, :, d.tokens].transpose(1, 2).unsqueeze(-1), out=dx_d)
         if D is not None:
-            dx.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(D, lay.dtype))
-        dxs.append(dx.to(x.dtype))
-    return dxs
+            dx_d.addcmul_(dy[d.rows, :, d.tokens].transpose(1, 2), _skip_weight(D, lay.dtype))
+    return dx.to(inp.x.dtype)
 
 
 def _skip_weight(D: Tensor, dtype: torch.dtype) -> Tensor:
@@ -420,25 +435,28 @@ def chunk_state_bwd(lay: ChunkLayout, v: DirectionViews, c: int, dS: Tensor, wei
 
 # ------------------------------------------------------------------------------ state_passing
 def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, decays: Decays,
-                      initial_states: Sequence[Optional[Tensor]], y: Optional[Tensor],
+                      initial_states: Optional[Tensor], y: Optional[Tensor],
                       want_final: bool, want_states: bool = False
-                      ) -> Tuple[List[Tensor], Optional[Tensor]]:
+                      ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     """The loop over chunks in scan order: adds each chunk's off-diagonal term to y
     (:func:`chunk_scan_off_fwd`) when y is given, then passes the state on,
     H_next = exp(s_exit) H_c + S_c (:func:`chunk_state_fwd`). The zero state entering a first
     chunk adds nothing, and the state leaving the last chunk is only computed as the final state.
 
+    Args:
+        initial_states: (K, B, H, P, N), or None for zeros.
+
     Returns:
-        the final states per direction (B, H, P, N) ([] unless ``want_final``); with
-        ``want_states`` (the backward pass's recomputation), H_c entering every chunk
-        (R, G, n_c, N, Hg, P), else None.
+        the final states (K, B, H, P, N) (None unless ``want_final``); with ``want_states``
+        (the backward pass's recomputation), H_c entering every chunk (R, G, n_c, N, Hg, P),
+        else None.
     """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
     states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if want_states else None
     tokens = lay.new(lay.batch, G, q, Hg, P)  # one chunk's weighted x_dt, or its C H
     h, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
-    finals = []
-    for d, h0 in zip(lay.directions, initial_states):
+    finals = lay.new(len(lay.directions), lay.batch, lay.heads, P, N) if want_final else None
+    for k, (d, h0) in enumerate(zip(lay.directions, unstack(initial_states, len(lay.directions)))):
         is_zero = h0 is None
         if is_zero:
             h.zero_()
@@ -454,22 +472,23 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
                 h_next = chunk_state_fwd(lay, v, c, tokens, spare)
                 h, spare, is_zero = h_next.addcmul_(v.decay[:, :, c], h), h, False
         if want_final:
-            finals.append(lay.state_from_n_major(h))
+            lay.state_from_n_major(h, out=finals[k])
     return finals, states
+
 
 
 def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays,
                       x_dt: Tensor, B_s: Tensor, C_s: Tensor,
-                      d_finals: Sequence[Optional[Tensor]], has_initial: Sequence[bool],
-                      grads: 'ScanGrads') -> List[Optional[Tensor]]:
+                      d_final: Optional[Tensor], has_initial: bool,
+                      grads: 'ScanGrads') -> Optional[Tensor]:
     """The loop over chunks in reverse scan order, with g = dL/d(the state leaving chunk c):
     :func:`chunk_state_bwd` for dS_c = g, dL/ds_exit += exp(s_exit) <g, H_c>, then g = chunk c's
     share of dL/dH_c (:func:`chunk_scan_off_bwd`, with C_i H_c recomputed from ``states``, H_c
     (R, G, n_c, N, Hg, P)) + exp(s_exit) g. Adds the decay terms to grads.ddA_cumsum and
-    grads.ddA.
+    grads.ddA. ``d_final``: dL/d(final states) (K, B, H, P, N), or None.
 
     Returns:
-        per direction dL/d(initial state) (B, H, P, N), or None.
+        dL/d(initial states) (K, B, H, P, N) if ``has_initial``, else None.
     """
     G, N, Hg, P, q, nc = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q, lay.n_chunks
     per_token = (lay.rows, G, lay.padded, Hg)
@@ -480,19 +499,19 @@ def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays,
     C_states = lay.new(lay.batch, G, q, Hg, P)
     d_rows = lay.new(lay.batch * G, q, N)
     g_buffer, spare = lay.new(lay.batch, G, N, Hg, P), lay.new(lay.batch, G, N, Hg, P)
-    d_initial = []
-    for d, d_final, has_h0 in zip(lay.directions, d_finals, has_initial):
+    d_initial = lay.new(len(lay.directions), lay.batch, lay.heads, P, N) if has_initial else None
+    for k, (d, d_final_d) in enumerate(zip(lay.directions, unstack(d_final, len(lay.directions)))):
         v = DirectionViews(lay, d, x_dt, B_s, C_s, decays, **fields)
         states_d, d_exit_d = states[d.rows], d_exit[d.rows]
-        g = None if d_final is None else g_buffer.copy_(lay.state_to_n_major(d_final))
+        g = None if d_final_d is None else g_buffer.copy_(lay.state_to_n_major(d_final_d))
         for c in reversed(d.chunks):
             first = c == d.chunks[0]
             if g is not None:
                 chunk_state_bwd(lay, v, c, g, tokens, d_tokens, d_rows)
-                if has_h0 or not first:
+                if has_initial or not first:
                     torch.sum(torch.mul(g, states_d[:, :, c], out=spare), (2, 4),
                               out=d_exit_d[:, :, c])
-            if first and not has_h0:
+            if first and not has_initial:
                 break  # the zero state entering the first chunk needs no gradient
             h = states_d[:, :, c]
             torch.bmm(v.C[:, c], _state_matrices(lay, h), out=_token_matrices(lay, C_states))
@@ -500,7 +519,8 @@ def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays,
             if g is not None:
                 local.addcmul_(v.decay[:, :, c], g)
             g_buffer, spare, g = local, g_buffer, local
-        d_initial.append(lay.state_from_n_major(g) if has_h0 else None)
+        if has_initial:
+            lay.state_from_n_major(g, out=d_initial[k])
 
     def per_head(t: Tensor, *shape: int) -> Tensor:  # (R, G, ..., Hg) -> (R, H, ...)
         return t.transpose(2, 3).reshape(lay.rows, lay.heads, *shape)
@@ -664,21 +684,20 @@ def chunk_scan_off_bwd(lay: ChunkLayout, v: DirectionViews, c: int, h: Tensor,
 
 
 def chunk_scan_out_fwd(lay: ChunkLayout, y: Tensor, inp: ScanInputs,
-                       gate: bool = True) -> List[Tensor]:
-    """Each direction's output (B, L, H, P) in x's dtype: y + D x, times silu(z) if gated;
-    without ``gate``, y + D x in the compute dtype (the gate's input, for the backward pass)."""
-    outs = []
-    for x, D, z, d in zip(inp.x, inp.D, inp.z, lay.directions):
+                       gate: bool = True) -> Tensor:
+    """The output (K, B, L, H, P) in x's dtype: y + D x, times silu(z) if gated; without
+    ``gate``, y + D x in the compute dtype (the gate's input, for the backward pass)."""
+    out = lay.new(*inp.x.shape)
+    for x, D, z, out_d, d in zip(inp.x, inp.per_direction('D'), inp.per_direction('z'), out,
+                                 lay.directions):
         y_d = y[d.rows, :, d.tokens].transpose(1, 2)
-        out = lay.new(*x.shape)
         if D is None:
-            out.copy_(y_d)
+            out_d.copy_(y_d)
         else:
-            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out)
-        if gate:
-            out = (out if z is None else out * F.silu(z.to(lay.dtype))).to(x.dtype)
-        outs.append(out)
-    return outs
+            torch.addcmul(y_d, x, _skip_weight(D, lay.dtype), out=out_d)
+        if gate and z is not None:
+            out_d.mul_(F.silu(z.to(lay.dtype)))
+    return out.to(inp.x.dtype) if gate else out
 
 
 class ScanGrads(NamedTuple):
@@ -690,7 +709,8 @@ class ScanGrads(NamedTuple):
         dB, dC: (R, G, Lp, N).
         ddA: dL/d(dt' A) (R, H, n_c, Q), summed where it is computed.
         ddA_cumsum: dL/ds (R, H, n_c, Q).
-        dD, dz: per direction dL/dD and dL/dz, or None.
+        dD, dz: dL/dD (K, H) or (K, H, P) and dL/dz (K, B, L, H, P) in their inputs' dtypes,
+            or None.
     """
 
     dy: Tensor
@@ -699,46 +719,54 @@ class ScanGrads(NamedTuple):
     dC: Tensor
     ddA: Tensor
     ddA_cumsum: Tensor
-    dD: List[Optional[Tensor]]
-    dz: List[Optional[Tensor]]
+    dD: Optional[Tensor]
+    dz: Optional[Tensor]
 
 
-def chunk_scan_out_bwd(lay: ChunkLayout, douts: Sequence[Optional[Tensor]],
-                       gate_inputs: Optional[List[Tensor]], inp: ScanInputs) -> ScanGrads:
-    """Backward of :func:`chunk_scan_out_fwd` for each direction's dout (B, L, H, P) or None
-    (and, with a gate, each direction's gate input y + D x): dy (head-major, for the other
-    stages), dD, dz; allocates the other gradients of :class:`ScanGrads`."""
+def chunk_scan_out_bwd(lay: ChunkLayout, dout: Optional[Tensor], gate_inputs: Optional[Tensor],
+                       inp: ScanInputs) -> ScanGrads:
+    """Backward of :func:`chunk_scan_out_fwd` for dout (K, B, L, H, P) or None (and, with a
+    gate, its input y + D x): dy (head-major, for the other stages), dD, dz; allocates the other
+    gradients of :class:`ScanGrads`."""
     R, H, P = lay.rows, lay.heads, lay.headdim
     dy = lay.new(R, H, lay.padded, P)
-    dD: List[Optional[Tensor]] = []
-    dz: List[Optional[Tensor]] = []
-    for k, d in enumerate(lay.directions):
-        x, D, z = inp.x[k], inp.D[k], inp.z[k]
-        lay.zero_padding(dy[d.rows], d, dim=2)
-        dy_d = dy[d.rows, :, d.tokens].transpose(1, 2)  # (B, L, H, P) view
-        if douts[k] is None:
-            dy_d.zero_()
-            dD.append(None if D is None else torch.zeros_like(D))
-            dz.append(None if z is None else torch.zeros_like(z))
-            continue
-        dout_d = douts[k].to(lay.dtype)
-        if z is None:
-            dy_d.copy_(dout_d)
-            dz.append(None)
-        else:
-            zc = z.to(lay.dtype)
-            sig = torch.sigmoid(zc)
-            # d silu(z) / dz = sigmoid(z) (1 + z (1 - sigmoid(z)))
-            dz.append((dout_d * gate_inputs[k] * sig * (1 + zc * (1 - sig))).to(z.dtype))
-            torch.mul(dout_d, sig.mul_(zc), out=dy_d)
-        if D is None:
-            dD.append(None)
-        else:
-            d_skip = summed_products(lay, x, dy_d, (0,)).sum(0)  # (H, P)
-            dD.append((d_skip.sum(-1) if D.dim() == 1 else d_skip).to(D.dtype))
+    dz = None if inp.z is None else lay.new(*inp.z.shape)
+    if dout is None:
+        dy.zero_()
+        if dz is not None:
+            dz.zero_()
+        d_skips = [lay.zeros(*D.shape) for D in inp.per_direction('D') if D is not None]
+    else:
+        d_skips = [_out_bwd(lay, d, *args, dy)
+                   for d, *args in zip(lay.directions, dout, inp.x, inp.per_direction('D'),
+                                       inp.per_direction('z'), unstack(dz, len(lay.directions)),
+                                       unstack(gate_inputs, len(lay.directions)))]
     return ScanGrads(
         dy=dy, d_x_dt=lay.new(R, H, lay.padded, P),
         dB=lay.new(R, lay.groups, lay.padded, lay.dstate),
         dC=lay.new(R, lay.groups, lay.padded, lay.dstate),
         ddA=lay.zeros(R, H, lay.n_chunks, lay.q), ddA_cumsum=lay.zeros(R, H, lay.n_chunks, lay.q),
-        dD=dD, dz=dz)
+        dD=None if inp.D is None else torch.stack(d_skips).to(inp.D.dtype),
+        dz=None if dz is None else dz.to(inp.z.dtype))
+
+
+def _out_bwd(lay: ChunkLayout, d: Direction, dout: Tensor, x: Tensor, D: Optional[Tensor],
+             z: Optional[Tensor], dz: Optional[Tensor], gate_input: Optional[Tensor],
+             dy: Tensor) -> Optional[Tensor]:
+    """One direction of :func:`chunk_scan_out_bwd`: its rows of dy, dz (into ``dz``), and
+    dL/dD (in D's shape) or None."""
+    lay.zero_padding(dy[d.rows], d, dim=2)
+    dy_d = dy[d.rows, :, d.tokens].transpose(1, 2)  # (B, L, H, P) view
+    dout = dout.to(lay.dtype)
+    if z is None:
+        dy_d.copy_(dout)
+    else:
+        zc = z.to(lay.dtype)
+        sig = torch.sigmoid(zc)
+        # d silu(z) / dz = sigmoid(z) (1 + z (1 - sigmoid(z)))
+        torch.mul(dout * gate_input * sig, 1 + zc * (1 - sig), out=dz)
+        torch.mul(dout, sig.mul_(zc), out=dy_d)
+    if D is None:
+        return None
+    d_skip = summed_products(lay, x, dy_d, (0,)).sum(0)  # (H, P)
+    return d_skip.sum(-1) if D.dim() == 1 else d_skip

@@ -2,7 +2,7 @@
 between the op in ``api.py`` and the stages of both backends), and the dt preprocessing."""
 import dataclasses
 import math
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -12,30 +12,33 @@ Tensor = torch.Tensor
 
 @dataclasses.dataclass(frozen=True)
 class ScanInputs:
-    """Every input of one call of the chunked scan: the tensors of each scan direction (tuples
-    with one entry per direction, shapes as in ``api.ssd_scan``) and the options they share.
+    """Every input of one call of the chunked scan: one tensor per field holding the K scan
+    directions stacked along its first dimension, and the options they share.
 
     Args:
-        x, dt, A, B, C (tuple[Tensor]): (B, L, H, P), (B, L, H) before ``dt_bias`` / softplus /
-            clamp, (H,), (B, L, G, N), (B, L, G, N).
-        D, z, dt_bias, initial_states (tuple[Tensor | None]): (H,) or (H, P), (B, L, H, P),
-            (H,), (B, H, P, N); None where absent (all directions alike).
-        reverse (tuple[bool]): scan from the last token to the first.
+        x, dt, A, B, C (Tensor): (K, B, L, H, P), (K, B, L, H) before ``dt_bias`` / softplus /
+            clamp, (K, H), (K, B, L, G, N), (K, B, L, G, N).
+        D, z, dt_bias, initial_states (Tensor | None): (K, H) or (K, H, P), (K, B, L, H, P),
+            (K, H), (K, B, H, P, N); None where absent.
+        reverse (tuple[bool]): per direction, scan from the last token to the first.
         chunk_size (int): chunk length (see ``api.ssd_scan``).
         dt_softplus (bool): softplus on dt + dt_bias.
         dt_limit (tuple[float, float]): clamp of dt' (none for (0, inf)).
-        return_final_states (bool): also return the final state (one direction only).
+        return_final_states (bool): also return the final states.
+
+    Any of the tensors may be an expanded view (stride 0 along K, e.g. one dt shared by every
+    direction); the backends read it through its strides.
     """
 
-    x: Tuple[Tensor, ...]
-    dt: Tuple[Tensor, ...]
-    A: Tuple[Tensor, ...]
-    B: Tuple[Tensor, ...]
-    C: Tuple[Tensor, ...]
-    D: Tuple[Optional[Tensor], ...]
-    z: Tuple[Optional[Tensor], ...]
-    dt_bias: Tuple[Optional[Tensor], ...]
-    initial_states: Tuple[Optional[Tensor], ...]
+    x: Tensor
+    dt: Tensor
+    A: Tensor
+    B: Tensor
+    C: Tensor
+    D: Optional[Tensor]
+    z: Optional[Tensor]
+    dt_bias: Optional[Tensor]
+    initial_states: Optional[Tensor]
     reverse: Tuple[bool, ...]
     chunk_size: int
     dt_softplus: bool
@@ -49,9 +52,18 @@ class ScanInputs:
         return clamps(self.dt_limit)
 
     def present(self) -> List[Tensor]:
-        """The tensors that are not None, field by field in :attr:`TENSORS` order (the inputs
-        that get a gradient)."""
-        return [t for name in self.TENSORS for t in getattr(self, name) if t is not None]
+        """The tensors that are not None, in :attr:`TENSORS` order (the inputs that get a
+        gradient)."""
+        return [t for t in (getattr(self, name) for name in self.TENSORS) if t is not None]
+
+    def per_direction(self, name: str) -> Sequence[Optional[Tensor]]:
+        """Field ``name`` as K per-direction views (K times None for an absent one)."""
+        return unstack(getattr(self, name), len(self.reverse))
+
+
+def unstack(t: Optional[Tensor], directions: int) -> Sequence[Optional[Tensor]]:
+    """A (K, ...) stack as its K views along the first dimension, or K times None."""
+    return (None, ) * directions if t is None else t.unbind(0)
 
 
 def clamps(dt_limit: Tuple[float, float]) -> bool:

@@ -66,18 +66,20 @@ def _d_strides(D: Optional[Tensor]) -> Tuple[int, int]:
 
 
 def _kernel_inputs(inp: ScanInputs) -> ScanInputs:
-    """Both directions' tensors as the kernels read them: two pointers per input (a
-    single-direction call passes its tensors twice) with one set of strides (``api.py`` has
-    checked that both directions' tensors match in shape and dtype)."""
-    h0 = inp.initial_states[0]
+    """The stacked directions as the kernels read them: two pointers per input, one per
+    direction (a single-direction call passes its tensors twice), views of one stack and so
+    with one set of strides; the initial states as one contiguous float32 (K, B, H, P, N)."""
+    if len(inp.reverse) > 2:
+        raise ValueError(f"impl='triton' scans at most 2 directions at once, got K = "
+                         f"{len(inp.reverse)} (x {tuple(inp.x.shape)}): pass impl='torch'")
+    h0 = inp.initial_states
     fields = dict(initial_states=(None if h0 is None else h0.float().contiguous(),))
     for name in ScanInputs.TENSORS[:-1]:
-        a, b = getattr(inp, name)[0], getattr(inp, name)[-1]
-        if name in ('A', 'dt_bias', 'D') and a is not None:
-            a, b = a.contiguous(), b.contiguous()
-        if a is not None and a is not b and a.stride() != b.stride():
-            a, b = a.contiguous(), b.contiguous()
-        fields[name] = (a, b)
+        t = getattr(inp, name)
+        if name in ('A', 'dt_bias', 'D') and t is not None:
+            t = t.contiguous()
+        pair = inp.per_direction(name) if t is None else t.unbind(0)
+        fields[name] = tuple(pair) * (2 // len(pair))
     return dataclasses.replace(inp, **fields)
 
 
@@ -262,7 +264,7 @@ def dA_cumsum_bwd(m: _Meta, inp: ScanInputs, dt: Tensor, ddA: Tensor,
 def _device(inp: ScanInputs):
     """Checks that the kernels can run on x; the context that launches them on its device
     (autograd's backward thread sets the current CUDA device itself)."""
-    x = inp.x[0]
+    x = inp.x
     if not (x.is_cuda or kernels.INTERPRETING):
         raise ValueError(
             f'the Triton SSD scan needs CUDA tensors (got device {x.device}) or '
@@ -282,32 +284,27 @@ def _states(m: _Meta, inp: ScanInputs) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     return dt, dA_cumsum, states, final
 
 
-def forward(inp: ScanInputs) -> Tuple[List[Tensor], List[Tensor]]:
-    """Per direction y (B, L, H, P) in x's dtype and (if asked for) the final state
-    (B, H, P, N) float32 (:func:`backward` recomputes what it needs from the inputs)."""
+def forward(inp: ScanInputs) -> Tuple[Tensor, Optional[Tensor]]:
+    """y (K, B, L, H, P) in x's dtype and (if asked for) the final states (K, B, H, P, N)
+    float32 (:func:`backward` recomputes what it needs from the inputs)."""
     with _device(inp):
         inp = _kernel_inputs(inp)
         m = _Meta(inp)
         dt, dA_cumsum, states, final = _states(m, inp)
         y = chunk_scan_fwd(m, inp, dt, dA_cumsum, states)
-    # one buffer holds both directions' outputs; an op's outputs must not share memory
-    ys = [y[0]] + [y[k].clone() for k in range(1, m.directions)]
-    return ys, [final[0]] if inp.return_final_states else []
+    return y, final if inp.return_final_states else None
 
 
-def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
-             d_finals: List[Optional[Tensor]]) -> List[Tensor]:
-    """Gradients of :meth:`ScanInputs.present` from those of y and of the final state."""
+def backward(inp: ScanInputs, dy: Optional[Tensor], d_final: Optional[Tensor]) -> List[Tensor]:
+    """Gradients of :meth:`ScanInputs.present` from those of y (K, B, L, H, P) and of the
+    final states (K, B, H, P, N), each None where they got none."""
     present = inp.present()
     with _device(inp):
         kin = _kernel_inputs(inp)
         m = _Meta(kin)
         dt, dA_cumsum, states, _ = _states(m, kin)
-        dy = torch.stack([torch.zeros_like(x) if g is None else g.to(m.x_dtype)
-                          for g, x in zip(douts, inp.x)])
-        d_final = d_finals[0] if inp.return_final_states else None
-        if d_final is not None:
-            d_final = d_final.unsqueeze(0)
+        dy = (torch.zeros(inp.x.shape, dtype=m.x_dtype, device=m.device) if dy is None
+              else dy.to(m.x_dtype).contiguous())
         dstates = chunk_scan_bwd_dstates(m, kin, dy, dA_cumsum)
         dstates, ddA_last, d_initial = state_passing_bwd(m, dstates, states, dA_cumsum, d_final)
         grads = chunk_scan_chunk_state_bwd(m, kin, dy, dt, dA_cumsum, states, dstates, ddA_last)
@@ -320,10 +317,9 @@ def backward(inp: ScanInputs, douts: List[Optional[Tensor]],
     dD = None
     if m.has_d:
         dD = grads.dD.view(m.directions, m.batch, m.nheads, m.nchunks, m.hdim).sum((1, 3))
-        dD = [dD[k].sum(-1) if D.dim() == 1 else dD[k] for k, D in enumerate(inp.D)]
+        dD = dD.sum(-1) if inp.D.dim() == 2 else dD
     found = dict(x=grads.dx, dt=ddt_raw, A=dA, B=per_group(grads.dB), C=per_group(grads.dC),
                  D=dD, z=grads.dz, dt_bias=ddt_raw.sum((1, 2)) if m.has_bias else None,
                  initial_states=d_initial)
-    out = [found[name][k] for name in ScanInputs.TENSORS
-           for k, t in enumerate(getattr(inp, name)) if t is not None]
+    out = [found[name] for name in ScanInputs.TENSORS if getattr(inp, name) is not None]
     return [g.to(t.dtype) for g, t in zip(out, present)]

@@ -153,9 +153,9 @@ def test_freeze_last_layer(wrap):
 
 @pytest.mark.parametrize('build, error, message', [
     (lambda: DINOTeacherTempHook(teacher_temp='a'), TypeError,
-     "teacher_temp must be a number in (0, inf], got 'a'"),
+     "teacher_temp must be a number in (0, inf), got 'a'"),
     (lambda: DINOTeacherTempHook(warmup_teacher_temp=0), ValueError,
-     'warmup_teacher_temp must be a number in (0, inf], got 0'),
+     'warmup_teacher_temp must be a number in (0, inf), got 0'),
     (lambda: DINOTeacherTempHook(teacher_temp=float('nan')), TypeError, 'teacher_temp'),
     (lambda: DINOTeacherEMAHook(final_momentum=1.5), ValueError,
      'final_momentum must be a number in [0, 1], got 1.5'),
@@ -203,7 +203,7 @@ def test_per_parameter_clip_hook_refuses_a_second_clip():
                                  clip_grad=dict(max_norm=3.0))
     with pytest.raises(ValueError, match="remove optim_wrapper.clip_grad=.*'max_norm': 3.0"):
         PerParameterGradClipHook().before_train(SimpleNamespace(optim_wrapper=optim_wrapper))
-    with pytest.raises(ValueError, match='max_norm must be a number in \\(0, inf\\], got 0'):
+    with pytest.raises(ValueError, match='max_norm must be a number in \\(0, inf\\), got 0'):
         PerParameterGradClipHook(max_norm=0)
 
 

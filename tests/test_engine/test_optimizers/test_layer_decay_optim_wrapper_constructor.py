@@ -78,3 +78,39 @@ def test_models_without_layer_depth_are_refused():
         paramwise_cfg=dict(layer_decay_rate=0.9))
     with pytest.raises(TypeError, match='get_layer_depth.*Sequential'):
         constructor(model)
+
+
+def test_the_groups_are_logged_as_one_line_per_depth(monkeypatch):
+    """One INFO message: a line per depth (its lr from the decay rule, its tensors counted from
+    the names here), not mmpretrain's list of every parameter."""
+    from dinomamba_mm.engine.optimizers import param_group_summary
+    logged = []
+    monkeypatch.setattr(param_group_summary, 'print_log',
+                        lambda msg, **kwargs: logged.append(msg))
+    init_default_scope('mmpretrain')
+    model = _Segmentor(TINY_DINOVIM)
+    model.backbone.layers[0].requires_grad_(False)
+    LayerDecayOptimWrapperConstructor(
+        dict(type='OptimWrapper',
+             optimizer=dict(type='AdamW', lr=BASE_LR, weight_decay=BASE_WD)),
+        paramwise_cfg=dict(layer_decay_rate=DECAY, flat_decay_mult=0.0))(model)
+    (message, ) = logged
+    lines = message.splitlines()
+    assert lines[0].startswith('LayerDecayOptimWrapperConstructor: AdamW: ')
+    by_depth = {}
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            by_depth.setdefault(_expected_depth(name, num_layers=3), []).append(param)
+    assert len(lines) == 1 + len(by_depth) + 1
+    for line, depth in zip(lines[1:], sorted(by_depth)):
+        params = by_depth[depth]
+        scale = DECAY**(4 - depth)
+        decayed = sum(p.ndim > 1 for p in params)
+        assert line.startswith(f'  layer_id {depth}, lr {BASE_LR * scale:g}, lr_scale '
+                               f'{scale:g}: weight_decay '), line
+        if decayed:
+            assert f'{BASE_WD:g} on {decayed} tensors' in line, line
+        assert f'0 on {len(params) - decayed} tensors' in line, line
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert lines[-1] == (f'  not trained (requires_grad=False): {", ".join(frozen[:3])} and '
+                         f'{len(frozen) - 3} more of backbone.*')

@@ -127,12 +127,12 @@ def test_bad_dinovim_arch_fields_are_named(field, value, error, message):
 
 
 @pytest.mark.parametrize('kwargs, error, message', [
-    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf], got 0.0'),
-    (dict(norm_eps=-1e-5), ValueError, 'norm_eps must be a number in (0, inf], got -1e-05'),
+    (dict(norm_eps=0.), ValueError, 'norm_eps must be a number in (0, inf), got 0.0'),
+    (dict(norm_eps=-1e-5), ValueError, 'norm_eps must be a number in (0, inf), got -1e-05'),
     (dict(mixer_cfg=dict(dt_min=0.5, dt_max=0.1)), ValueError,
-     "dt_max must be a number in [0.5, inf], got 0.1"),
+     "dt_max must be a number in [0.5, inf), got 0.1"),
     (dict(mixer_cfg=dict(dt_min=0.)), ValueError,
-     "dt_min must be a number in (0, inf], got 0.0"),
+     "dt_min must be a number in (0, inf), got 0.0"),
 ])
 def test_bad_dinovim_numbers_are_named(kwargs, error, message):
     with pytest.raises(error) as info:
@@ -197,3 +197,55 @@ def test_empty_batch_gives_empty_outputs(build, num_tokens, out_type, shape):
     assert inputs.grad.shape == inputs.shape
 
 
+
+
+@pytest.mark.parametrize('dtype', [torch.float64, torch.float16, torch.uint8])
+@pytest.mark.parametrize('backbone', ['DinoVim', 'LinearViT'])
+def test_an_input_of_another_dtype_than_the_weights_says_what_to_do(dtype, backbone):
+    """'Input type (double) and bias type (float) should be the same', from inside the patch
+    embedding's convolution."""
+    from dinomamba_mm.models.backbones import DinoVim, LinearViT
+    model = DinoVim(arch=dict(embed_dims=16, num_layers=1, headdim=8, d_state=4), img_size=32,
+                    patch_size=16) if backbone == 'DinoVim' else LinearViT(
+        arch=dict(embed_dims=16, num_layers=1, num_heads=2, feedforward_channels=32),
+        img_size=32, patch_size=16)
+    with pytest.raises(TypeError) as info:
+        model(torch.zeros(1, 3, 32, 32, dtype=dtype))
+    assert str(info.value).startswith(
+        f'input has dtype {dtype} (shape (1, 3, 32, 32)), the backbone\'s weights '
+        'torch.float32: ')
+    with torch.autocast('cpu', dtype=torch.bfloat16):  # autocast casts for the convolution
+        model(torch.zeros(1, 3, 32, 32))
+
+
+def test_unknown_arch_and_mixer_keys_are_refused_listing_the_allowed_ones():
+    from dinomamba_mm.models.backbones import DinoVim, LinearViT
+    with pytest.raises(ValueError) as info:  # LinearViT ignored it
+        LinearViT(arch=dict(embed_dims=16, num_layers=1, num_heads=2, feedforward_channels=32,
+                            mlp_ratio=4), img_size=32, patch_size=16)
+    assert str(info.value) == (
+        "custom arch dict has unknown keys ['mlp_ratio']; allowed: ['embed_dims', 'num_layers', "
+        "'num_heads', 'feedforward_channels']")
+    with pytest.raises(ValueError) as info:  # a TypeError from inside the mixer's __init__
+        DinoVim(arch=dict(embed_dims=16, num_layers=1, headdim=8, d_state=4), img_size=32,
+                patch_size=16, mixer_cfg=dict(dt_limits=(0., 1.)))
+    allowed = str(info.value).split('; allowed: ')[1].split(' (')[0]
+    assert str(info.value).startswith("mixer_cfg has unknown keys ['dt_limits']; allowed: [")
+    assert "'dt_limit'" in allowed and "'segment_len'" in allowed
+    assert "'headdim'" not in allowed and "'headdim'" in str(info.value)  # an arch key
+
+
+@pytest.mark.parametrize('backbone', ['DinoVim', 'LinearViT'])
+def test_an_arch_whose_parameters_cannot_fit_is_refused_before_allocating(backbone):
+    """The allocator failed after the first layers were built ('can't allocate memory: you
+    tried to allocate 17730161868800 bytes'), or the process was killed."""
+    from dinomamba_mm.models.backbones import DinoVim, LinearViT
+    huge = 2**17
+    with pytest.raises(MemoryError) as info:
+        if backbone == 'DinoVim':
+            DinoVim(arch=dict(embed_dims=huge, num_layers=24, headdim=64, d_state=64))
+        else:
+            LinearViT(arch=dict(embed_dims=huge, num_layers=24, num_heads=2,
+                                feedforward_channels=4 * huge))
+    assert str(info.value).startswith(f'{backbone}: its parameters need at least ')
+    assert 'GiB is available on cpu' in str(info.value) and 'smaller arch' in str(info.value)

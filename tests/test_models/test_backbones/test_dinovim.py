@@ -170,9 +170,10 @@ def test_input_sizes_not_multiple_of_patch():
 
 
 def test_arch_validation():
-    with pytest.raises(ValueError, match="'d_state'"):
-        DinoVim(arch=dict(embed_dims=32, num_layers=2, headdim=8))
-    with pytest.raises(ValueError, match='unknown keys'):
+    with pytest.raises(ValueError, match=r"lacks keys \['num_layers'\]"):
+        DinoVim(arch=dict(embed_dims=32, headdim=8))
+    with pytest.raises(ValueError, match=r"arch has unknown keys \['depth'\] for "
+                                         'BidirectionalMamba2Mixer; allowed: '):
         DinoVim(arch={**TINY, 'depth': 3})
     with pytest.raises(ValueError, match='huge'):
         DinoVim(arch='huge')
@@ -259,8 +260,12 @@ import sys, torch
 from dinomamba_mm.models.backbones import DinoVim
 torch.set_num_threads(1)
 side, grad, segment = int(sys.argv[1]), sys.argv[2] == '1', int(sys.argv[3]) or None
-model = DinoVim(arch=dict(embed_dims=128, num_layers=2, headdim=32, d_state=32), img_size=64,
-                patch_size=16, drop_path_rate=0., mixer_cfg=dict(segment_len=segment))
+if len(sys.argv) > 4:  # another mixer, 4 heads
+    arch, mixer_cfg = dict(embed_dims=128, num_layers=2, num_heads=4), dict(type=sys.argv[4])
+else:
+    arch = dict(embed_dims=128, num_layers=2, headdim=32, d_state=32)
+    mixer_cfg = dict(segment_len=segment)
+model = DinoVim(arch=arch, img_size=64, patch_size=16, drop_path_rate=0., mixer_cfg=mixer_cfg)
 inputs = torch.randn(1, 3, side, side)
 def status(key):
     return int(next(line for line in open('/proc/self/status')
@@ -276,13 +281,18 @@ print('RESULT', estimate, status('VmHWM:') - base)
 
 
 @pytest.mark.skipif(not osp.exists('/proc/self/status'), reason='reads Linux process status')
-@pytest.mark.parametrize('grad, segment', [(False, 0), (False, 256), (True, 0)])
-def test_activation_bytes_is_a_lower_bound_of_the_measured_peak(grad, segment):
-    """The oracle: the process's measured peak resident memory during the forward."""
+@pytest.mark.parametrize('grad, segment, mixer', [
+    (False, 0, None), (False, 256, None), (True, 0, None),
+    (False, 0, 'dinomamba_mm.LinearMultiheadAttention'),
+    (True, 0, 'dinomamba_mm.LinearMultiheadAttention'), (True, 0, 'dinomamba_mm.SoftmaxAttention')])
+def test_activation_bytes_is_a_lower_bound_of_the_measured_peak(grad, segment, mixer):
+    """The oracle: the process's measured peak resident memory during the forward, with the
+    paper's mixer (its segments too) and with attention mixers."""
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, '-c', PEAK_PROBE, '1024', str(int(grad)),
-                           str(segment)], capture_output=True, text=True, timeout=300)
+                           str(segment)] + ([mixer] if mixer else []), capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     estimate, peak = map(int, proc.stdout.split('RESULT')[-1].split())
     assert estimate <= peak <= 4 * estimate

@@ -23,20 +23,21 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def test_scan_op_registrations_pass_opcheck():
     """Fake shapes and strides, autograd registration and schema of the custom op, for a
-    bidirectional call with gradients and a single-direction one with a final state."""
+    bidirectional call with gradients (dt shared by both directions through a stride-0
+    expansion) and a single-direction one with a final state."""
     g = torch.Generator().manual_seed(0)
 
     def rand(*shape):
         return torch.randn(*shape, generator=g, requires_grad=True)
 
-    x, B, C = rand(2, 37, 4, 3), rand(2, 37, 2, 5), rand(2, 37, 2, 5)
-    dt, A, D = rand(2, 37, 4), (-torch.rand(4) - 0.5).requires_grad_(), rand(4)
+    x, B, C = rand(2, 2, 37, 4, 3), rand(2, 2, 37, 2, 5), rand(2, 2, 37, 2, 5)
+    dt, A, D = rand(2, 37, 4), (-torch.rand(2, 4) - 0.5).requires_grad_(), rand(2, 4)
     op = torch.ops.dinomamba_mm.ssd_scan.default
-    bidirectional = ([x, x], [dt, dt], [A, A], [B, C], [C, B], [D, D], [None, None],
-                     [None, None], [None, None], [False, True], 16, True, [0.0, float('inf')],
-                     False, 'torch')
-    single = ([x], [dt], [A], [B], [C], [None], [x], [D], [rand(2, 4, 3, 5)], [True], 8, False,
-              [0.0, float('inf')], True, 'torch')
+    bidirectional = (x, dt.expand(2, -1, -1, -1), A, B, C, D, None, None, None, [False, True],
+                     16, True, [0.0, float('inf')], False, 'torch')
+    single = (rand(1, 2, 37, 4, 3), rand(1, 2, 37, 4), rand(1, 4), rand(1, 2, 37, 2, 5),
+              rand(1, 2, 37, 2, 5), None, rand(1, 2, 37, 4, 3), rand(1, 4), rand(1, 2, 4, 3, 5),
+              [True], 8, False, [0.0, float('inf')], True, 'torch')
     for args in (bidirectional, single):
         torch.library.opcheck(op, args, test_utils=('test_schema', 'test_autograd_registration',
                                                     'test_faketensor'))

@@ -9,7 +9,7 @@ import torch.nn as nn
 from mmengine.config import Config
 
 from dinomamba_mm.checkpoints import layout, model_layouts
-from dinomamba_mm.engine.hooks import BackboneLayoutHook
+from dinomamba_mm.engine.safeguards import BackboneLayoutHook
 from dinomamba_mm.models.backbones import FrozenBackbone
 from dinomamba_mm.registry import MODELS
 

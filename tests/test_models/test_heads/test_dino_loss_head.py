@@ -99,7 +99,7 @@ def test_bad_shapes_and_args():
         head.loss([torch.zeros(2, 4)] * 3, [torch.zeros(2, 4)] * 2)
     with pytest.raises(ValueError, match='every crop'):
         head.loss([torch.zeros(2, 3), torch.zeros(1, 3)], [torch.zeros(2, 3)])
-    with pytest.raises(ValueError, match=r'student_temp must be a number in \(0, inf\]'):
+    with pytest.raises(ValueError, match=r'student_temp must be a number in \(0, inf\)'):
         DINOLossHead(out_channels=3, student_temp=0.)
     with pytest.raises(ValueError, match='center_momentum'):
         DINOLossHead(out_channels=3, center_momentum=1.5)

@@ -42,6 +42,23 @@ def test_gradients_pass_gradcheck(causal):
         lambda *args: depthwise_conv_silu(*args, causal=causal), (x, weight, bias))
 
 
+def test_stacked_weights_give_each_convolution():
+    """A (D, C, K) weight with one causal flag per convolution: each output equals the
+    single-direction conv of its weights, forward and gradients (x's sums both)."""
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 9, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(2, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    out = depthwise_conv_silu(x, weight, bias, causal=(True, False))
+    assert out.shape == (2, 2, 9, 5)
+    for k, causal in enumerate((True, False)):
+        torch.testing.assert_close(out[k], _reference(x, weight[k], bias[k], causal))
+    assert torch.autograd.gradcheck(
+        lambda *args: depthwise_conv_silu(*args, causal=(True, False)), (x, weight, bias))
+    with pytest.raises(ValueError, match='weight must have shape'):
+        depthwise_conv_silu(x, weight, bias, causal=(True, ))
+
+
 def test_rejects_bad_shapes():
     x = torch.randn(1, 4, 3)
     with pytest.raises(ValueError, match=r'x must have shape \(B, L, C\)'):

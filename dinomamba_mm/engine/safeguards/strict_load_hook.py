@@ -4,6 +4,7 @@ from mmengine.model import BaseTTAModel, is_model_wrapper
 
 from dinomamba_mm.checkpoints import load_state_dict_checked, strip_module_prefix
 from dinomamba_mm.registry import HOOKS
+from .run_guards import add_custom_hook
 
 OPT_OUT = ('Pass --no-strict-load to tools/train.py / tools/test.py (or drop '
            'dinomamba_mm.StrictLoadHook from custom_hooks) to load it anyway, the missing '
@@ -50,8 +51,5 @@ class StrictLoadHook(Hook):
 
 def add_strict_load_hook(cfg, allow_non_finite: bool = False) -> None:
     """Append :class:`StrictLoadHook` to ``cfg.custom_hooks`` unless it is there already."""
-    hooks = list(cfg.get('custom_hooks', None) or [])
-    if not any(str(hook.get('type', '')).split('.')[-1] == 'StrictLoadHook' for hook in hooks):
-        hooks.append(dict(type='dinomamba_mm.StrictLoadHook')
-                     | (dict(allow_non_finite=True) if allow_non_finite else {}))
-    cfg.custom_hooks = hooks
+    add_custom_hook(cfg, dict(type='dinomamba_mm.StrictLoadHook')
+                    | (dict(allow_non_finite=True) if allow_non_finite else {}))

@@ -19,9 +19,10 @@ from mmengine.registry import HOOKS
 from mmengine.runner.checkpoint import save_checkpoint
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.checkpoints import AtomicLocalBackend, checkpoint_file_problem
+from dinomamba_mm.checkpoints import checkpoint_file_problem
+from dinomamba_mm.engine.safeguards import AtomicLocalBackend
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 RUNTIMES = ['configs/_base_/schedules/dino_adamw_coslr_100e.py',
             'configs/_base_/schedules/sgd_coslr_100e_linear-probe.py',
             'configs/_base_/schedules/schedule_ade20k_160k.py',

@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmengine.optim import OptimWrapper, build_optim_wrapper
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.engine.optimizers import amp_fallback
+from dinomamba_mm.engine.safeguards import amp_fallback
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 sys.path.insert(0, osp.join(ROOT, 'tests'))

@@ -7,16 +7,21 @@ from mmengine.dist import get_world_size, is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
-from dinomamba_mm.checkpoints import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
+from dinomamba_mm.compat import leave_default_statistics_out
 from dinomamba_mm.registry import HOOKS
+from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
+
+#: runtime-info key of the steps of the checkpoints kept (mmengine's CheckpointHook's, so that
+#: either hook resumes the other's checkpoints)
+KEPT_KEY = 'keep_ckpt_ids'
 
 
 @HOOKS.register_module()
 class ResumableCheckpointHook(CheckpointHook):
-    """:class:`mmengine.hooks.CheckpointHook` (same arguments) with three guarantees:
+    """:class:`mmengine.hooks.CheckpointHook` (same arguments) with four guarantees:
 
     - Checkpoints are written atomically: ``backend_args`` defaults to
-      ``dict(backend='atomic_local')`` (:class:`dinomamba_mm.checkpoints.AtomicLocalBackend`),
+      ``dict(backend='atomic_local')`` (:class:`.AtomicLocalBackend`),
       so a save killed halfway leaves no partial ``epoch_N.pth`` / ``iter_N.pth``.
     - With ``max_keep_ckpts``, the oldest checkpoint is removed only after the new one is
       complete (mmengine removes it first: a save killed then, with ``max_keep_ckpts=1``, left
@@ -28,15 +33,30 @@ class ResumableCheckpointHook(CheckpointHook):
       iteration of an epoch), so the resumed run would train that epoch again. Resuming a
       checkpoint saved that way (by another hook) is refused too, naming the epoch checkpoint
       to use instead.
+    - Torch's safe unpickler (``torch.load`` with ``weights_only=True``, torch's default from
+      2.6) reads the checkpoints: the message hub's history buffers are saved without the
+      statistics functions mmengine 0.10.7 pickles by reference
+      (:func:`dinomamba_mm.compat.leave_default_statistics_out`).
 
     Registered as ``dinomamba_mm.ResumableCheckpointHook``; the configs of this project use it
     as ``default_hooks.checkpoint``.
+
+    Args:
+        max_keep_ckpts (int): The most checkpoints kept (``iter_N.pth`` / ``epoch_N.pth``);
+            -1 or 0 keeps all. Defaults to -1.
+        backend_args (dict, optional): mmengine's file backend arguments. Defaults to
+            ``dict(backend='atomic_local')``.
+        *args, **kwargs: the other arguments of mmengine's ``CheckpointHook``.
     """
 
-    def __init__(self, *args, backend_args: Optional[dict] = None, **kwargs) -> None:
+    def __init__(self, *args, max_keep_ckpts: int = -1, backend_args: Optional[dict] = None,
+                 **kwargs) -> None:
         if backend_args is None and kwargs.get('file_client_args') is None:
             backend_args = dict(backend='atomic_local')
-        super().__init__(*args, backend_args=backend_args, **kwargs)
+        # mmengine keeps every checkpoint here: this hook removes the oldest after a save
+        super().__init__(*args, max_keep_ckpts=-1, backend_args=backend_args, **kwargs)
+        self.keep_ckpts = max_keep_ckpts
+        self.kept_steps: deque = deque()
         self._loaded_meta: Optional[dict] = None
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -58,8 +78,47 @@ class ResumableCheckpointHook(CheckpointHook):
             if meta and runner.iter and runner.iter == meta.get('iter'):
                 self._check_resumed_at_epoch_start(runner, meta)
         super().before_train(runner)
-        if self.max_keep_ckpts > 0:  # no maxlen: ids leave it only when their file is removed
-            self.keep_ckpt_ids = deque(self.keep_ckpt_ids)
+        if self.keep_ckpts > 0:
+            self.kept_steps = deque(runner.message_hub.get_info(KEPT_KEY, []))  # on resume
+            self._remove_old_checkpoints(runner)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        leave_default_statistics_out(checkpoint['message_hub'])
+        if self.keep_ckpts <= 0:
+            return
+        # the step of the file being written (mmengine's Runner.save_checkpoint sets both); the
+        # checkpoint records it among the kept ones, so that a run resumed from it removes it
+        step = checkpoint['meta']['epoch' if self.by_epoch else 'iter']
+        if not self.kept_steps or self.kept_steps[-1] != step:
+            self.kept_steps.append(step)
+        runner.message_hub.update_info(KEPT_KEY, list(self.kept_steps))
+        checkpoint['message_hub']['runtime_info'][KEPT_KEY] = list(self.kept_steps)
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        super().after_train_iter(runner, batch_idx, data_batch, outputs)
+        self._remove_old_checkpoints(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        super().after_train_epoch(runner)
+        self._remove_old_checkpoints(runner)
+
+    def after_val_epoch(self, runner, metrics) -> None:
+        super().after_val_epoch(runner, metrics)
+        self._remove_old_checkpoints(runner)
+
+    def _remove_old_checkpoints(self, runner) -> None:
+        """Remove the oldest checkpoints beyond ``max_keep_ckpts``, the newest being complete."""
+        if self.keep_ckpts <= 0 or len(self.kept_steps) <= self.keep_ckpts:
+            return
+        while len(self.kept_steps) > self.keep_ckpts:
+            step = self.kept_steps.popleft()
+            if is_main_process():
+                path = self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(step))
+                if self.file_backend.isfile(path):
+                    self.file_backend.remove(path)
+                elif self.file_backend.isdir(path):  # deepspeed checkpoints are folders
+                    self.file_backend.rmtree(path)
+        runner.message_hub.update_info(KEPT_KEY, list(self.kept_steps))
 
     @staticmethod
     def _check_resumed_at_epoch_start(runner, meta: dict) -> None:
@@ -90,24 +149,3 @@ class ResumableCheckpointHook(CheckpointHook):
                      f'than max_iters. {fallback}')
         raise ValueError(f'cannot resume from iteration {iteration} under EpochBasedTrainLoop: '
                          f'the checkpoint was saved {where}')
-
-    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
-        if self.max_keep_ckpts <= 0:
-            super()._save_checkpoint_with_step(runner, step, meta)
-            return
-        # one more kept while saving, so that mmengine removes nothing before the new file exists
-        self.max_keep_ckpts += 1
-        try:
-            super()._save_checkpoint_with_step(runner, step, meta)
-        finally:
-            self.max_keep_ckpts -= 1
-        while len(self.keep_ckpt_ids) > self.max_keep_ckpts:
-            oldest = self.keep_ckpt_ids.popleft()
-            if is_main_process():
-                path = self.file_backend.join_path(self.out_dir,
-                                                   self.filename_tmpl.format(oldest))
-                if self.file_backend.isfile(path):
-                    self.file_backend.remove(path)
-                elif self.file_backend.isdir(path):  # deepspeed checkpoints are folders
-                    self.file_backend.rmtree(path)
-        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))

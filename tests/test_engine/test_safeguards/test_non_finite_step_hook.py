@@ -13,7 +13,7 @@ from mmengine.optim import OptimWrapper
 from torch import nn
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.engine.hooks import NonFiniteStepHook
+from dinomamba_mm.engine.safeguards import NonFiniteStepHook
 from dinomamba_mm.finite_checks import non_finite_tensors
 
 

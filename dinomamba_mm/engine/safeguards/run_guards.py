@@ -1,5 +1,6 @@
 """What tools/train.py and tools/test.py check around mmengine's Runner: unread config keys,
-the training length, one training run per work dir, a process that stopped answering."""
+the training length, one training run per work dir, a process that stopped answering; and how
+they add a hook of ours to a config."""
 import contextlib
 import difflib
 import fcntl
@@ -39,6 +40,15 @@ def warn_unread_cfg_options(cfg: Config, options: Optional[dict]) -> None:
                   f"config reads a top-level key {top!r}, so it changes nothing"
                   + (f' (did you mean {close[0]!r}?)' if close else ''),
                   logger='current', level=30)
+
+
+def add_custom_hook(cfg: Config, hook: dict) -> None:
+    """Append ``hook`` to ``cfg.custom_hooks`` unless a hook of its type is there already."""
+    hooks = list(cfg.get('custom_hooks', None) or [])
+    kind = hook['type'].split('.')[-1]
+    if not any(str(other.get('type', '')).split('.')[-1] == kind for other in hooks):
+        hooks.append(hook)
+    cfg.custom_hooks = hooks
 
 
 def check_train_length(cfg: Config) -> None:

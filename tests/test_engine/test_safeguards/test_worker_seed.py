@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from dinomamba_mm.datasets import seed_worker_from_loader
+from dinomamba_mm.engine.safeguards import seed_worker_from_loader
 
 
 class Draws(Dataset):

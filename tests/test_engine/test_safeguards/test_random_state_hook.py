@@ -6,7 +6,7 @@ oracle: after a restore, the generator a process draws from holds the state rank
 """
 import torch
 
-from dinomamba_mm.engine.hooks import random_state_hook
+from dinomamba_mm.engine.safeguards import random_state_hook
 
 
 class FakeCuda:
