@@ -27,7 +27,10 @@ train_pipeline = [
          crop_ratio_range=augmentation['global_crop_scale'], interpolation='bicubic',
          backend='pillow'),
     dict(type='RandomFlip', prob=augmentation['flip_prob'], direction='horizontal'),
-    dict(type='RandomApply', transforms=[dict(type='ColorJitter', **augmentation['color_jitter'])],
+    # mmpretrain's ColorJitter with a hue step that works on numpy 2 (the same draws), as in
+    # DINOMultiCrop: mmcv's adjust_hue raises OverflowError for a negative hue there
+    dict(type='RandomApply',
+         transforms=[dict(type='dinomamba_mm.HueSafeColorJitter', **augmentation['color_jitter'])],
          prob=augmentation['color_jitter_prob']),
     dict(type='RandomGrayscale', prob=augmentation['grayscale_prob'], keep_channels=True,
          channel_weights=(0.114, 0.587, 0.299)),

@@ -134,6 +134,31 @@ def test_the_four_trainings_share_data_schedule_and_optimiser():
         cfgs['linearvit'].model.backbone.arch['embed_dims']
 
 
+
+def test_the_supervised_augmentation_runs_for_every_hue_draw():
+    """The supervised DinoVim's colour jitter on numpy 2: mmpretrain's ColorJitter (through mmcv's
+    adjust_hue) raises OverflowError for every negative hue factor, half of the draws."""
+    from mmengine.dataset import Compose
+    from mmengine.registry import init_default_scope
+
+    import dinomamba_mm  # noqa: F401
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(demo.SUPERVISED.config)
+    pipeline = Compose(cfg.train_pipeline[1:])  # after the image loading
+    jitter = pipeline.transforms[2].transforms.transforms[0]
+    image = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    np.random.seed(0)
+    hues = []
+    for _ in range(8):
+        state = np.random.get_state()
+        hues.append(jitter._rand_params()[-1])
+        np.random.set_state(state)
+        jitter(dict(img=image.copy()))  # the draw just recorded
+    assert min(hues) < 0 < max(hues)
+    for _ in range(8):
+        packed = pipeline(dict(img=image.copy(), img_shape=(64, 64), ori_shape=(64, 64)))
+        assert packed['inputs'].shape == (3, 64, 64)
+
 def test_the_probe_on_images_is_the_probe_on_features():
     """linear-probe_dinovim-demo_synthetic.py (stock route, images every epoch) is the demo's
     probe on features with the frozen DINO DinoVim in the backbone's place."""
