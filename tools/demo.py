@@ -560,6 +560,11 @@ def train_head(args, steps: Steps, config: str, model: DemoModel, features: str,
     cfg.work_dir = osp.join(args.work_dir, f'{"probe" if kind == "cls" else "segmentation"}_'
                             f'{model.key}')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
+    # mmengine shares a logger, message hub and visualizer by name: a head's are named after its
+    # run (the Runner adds the time), not after the config and the second (two short heads of one
+    # config) nor 'visualizer' (mmseg's runtime), which would log into an earlier head's folder
+    cfg.experiment_name = osp.basename(cfg.work_dir)
+    cfg.visualizer.pop('name', None)
     for loader, split in (('train_dataloader', 'train'), ('val_dataloader', 'val'),
                           ('test_dataloader', 'val')):
         cfg[loader].dataset.data_root = features

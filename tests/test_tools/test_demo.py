@@ -290,6 +290,37 @@ def test_features_are_the_backbones_own_outputs(tmp_path, one_thread):
             assert saved['seg_maps'].shape == (5, 64, 64)
 
 
+
+def test_each_head_logs_into_its_own_work_dir(tmp_path, one_thread):
+    """Heads trained one after another in one process (as the demo does) each write their own
+    log and scalars: mmengine shares loggers and visualizers by name."""
+    from dinomamba_mm.datasets import save_precomputed_features
+    rng = np.random.default_rng(0)
+    features = tmp_path / 'features'
+    features.mkdir()
+    for split, num in (('train', 8), ('val', 4)):
+        seg_maps = rng.integers(0, 8, (num, 64, 64)).astype(np.uint8)
+        save_precomputed_features(str(features / f'{split}_patches.npz'),
+                                  rng.standard_normal((num, 8, 8, 96)), seg_maps=seg_maps)
+        save_precomputed_features(str(features / f'{split}_cls.npz'),
+                                  rng.standard_normal((num, 96)),
+                                  labels=rng.integers(0, 7, num))
+    args = demo.parse_args(['--work-dir', str(tmp_path / 'work')])
+    steps = demo.Steps(4, io.StringIO())
+    for config, kind in ((demo.SEGMENTATION_CONFIG, 'patches'), (demo.PROBE_CONFIG, 'cls')):
+        for model in (demo.VIT, demo.DINOVIM):
+            steps.begin(f'{kind} {model.key}')
+            demo.train_head(args, steps, config, model, str(features), kind, 1)
+            steps.end('')
+    for head in ('segmentation', 'probe'):
+        for model in (demo.VIT, demo.DINOVIM):
+            work_dir = tmp_path / 'work' / f'{head}_{model.key}'
+            scalars = list(work_dir.glob('*/vis_data/scalars.json'))
+            logs = list(work_dir.glob('*/*.log'))
+            assert len(scalars) == 1 and len(logs) == 1, (head, model.key)
+            metric = 'mIoU' if head == 'segmentation' else 'accuracy/top1'
+            assert sum(metric in line for line in scalars[0].read_text().splitlines()) == 1
+
 def test_no_loss_curve_from_a_single_point(tmp_path):
     one_point = tmp_path / 'one.json'
     one_point.write_text(json.dumps(dict(iter=1, loss=5.0)) + '\n')
