@@ -3,7 +3,7 @@ missing, empty and listless dataset paths, each named with the config fields it 
 import pytest
 
 import dinomamba_mm  # noqa: F401
-from dinomamba_mm.datasets.layout_check import check_dataset_paths
+from dinomamba_mm.engine.safeguards import check_dataset_paths
 
 
 def _cfg(**dataset):
