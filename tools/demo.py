@@ -184,7 +184,7 @@ def progress_hook(steps: Steps):
             steps.bar.reset(total=runner.max_iters)
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
-            loss = float(outputs['loss']) if outputs and 'loss' in outputs else float('nan')
+            loss = float(outputs['loss'].detach()) if outputs and 'loss' in outputs else float('nan')
             self.losses.append(loss)
             steps.bar.set_postfix_str(
                 f'epoch {runner.epoch + 1}/{runner.max_epochs} loss {loss:.3f}', refresh=False)
