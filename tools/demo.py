@@ -772,19 +772,14 @@ def run_steps(args, steps: Steps) -> dict:
     steps.end(f'{osp.join(args.work_dir, "features")}')
 
     steps.begin('linear probes of the five backbones', total=len(MODELS))
-    results['top1'] = {}
-    for model in MODELS:
-        results['top1'][model.key] = train_head(args, steps, PROBE_CONFIG, model,
-                                                features[model.key], 'cls',
-                                                settings['probe_epochs'])
+    results['top1'] = {m.key: train_head(args, steps, PROBE_CONFIG, m, features[m.key], 'cls',
+                                         settings['probe_epochs']) for m in MODELS}
     steps.end(', '.join(f'{m.label} {results["top1"][m.key]:.1f}%' for m in MODELS))
 
     steps.begin('linear segmentation heads on the three DINO backbones')
-    results['miou'] = {}
-    for model in DINO_MODELS:
-        results['miou'][model.key] = train_head(args, steps, SEGMENTATION_CONFIG, model,
-                                                features[model.key], 'patches',
-                                                settings['segmentation_epochs'])
+    results['miou'] = {m.key: train_head(args, steps, SEGMENTATION_CONFIG, m, features[m.key],
+                                         'patches', settings['segmentation_epochs'])
+                       for m in DINO_MODELS}
     steps.end(', '.join(f'{m.label} {results["miou"][m.key]:.1f}' for m in DINO_MODELS))
 
     steps.begin('figures')
