@@ -1,6 +1,6 @@
 """tools/demo.py: its helpers, the feature extraction against the backbones' own outputs, the
 orderings and verdicts on hand-made results (default suite); the --quick smoke test and the full
-demo (slow) with the shipped checkpoints, which must show what docs/demo.md reports.
+demo (slow) with the shipped checkpoints, which must give the verdicts docs/demo.md reports.
 
 The demo runs read the demo's default data roots (data/synthetic_demo_quick, data/synthetic_demo),
 generated when missing.
@@ -64,6 +64,29 @@ def test_quick_demo(tmp_path):
     assert results['data']['train'] == 140  # the quick data set (the full one: 4000 / 2000)
     assert results['orderings'][0]['holds']  # the rank hierarchy is structural
     assert results['checkpoints']['dinovim'] == osp.join(REPO, 'checkpoints/demo/dinovim.pth')
+
+
+def _documented_verdicts():
+    """{ordering: verdict} of the seed-0 run in docs/demo.md: the rows of the demo's printed
+    orderings table, whose verdicts count 1 seed."""
+    names = {ordering.name for ordering in demo.ORDERINGS}
+    with open(osp.join(REPO, 'docs', 'demo.md')) as f:
+        rows = [[cell.strip() for cell in line.strip().strip('|').split('|')]
+                for line in f if line.lstrip().startswith('| ')]
+    return {row[0]: row[-1] for row in rows
+            if row[0] in names and len(row) == 4 and row[-1].endswith(' of 1 seed)')}
+
+
+@pytest.mark.slow
+def test_full_demo_shows_the_documented_results(tmp_path):
+    """The shipped checkpoints give the verdicts docs/demo.md reports for seed 0."""
+    documented = _documented_verdicts()
+    assert set(documented) == {ordering.name for ordering in demo.ORDERINGS}
+    work_dir = tmp_path / 'demo'
+    stdout = _run_demo(work_dir, '--seed', '0')
+    results = _check_outputs(stdout, str(work_dir))
+    assert {row['name']: demo.verdict([row['holds']]) for row in results['orderings']} == \
+        documented
 
 
 def test_steps_draw_a_tqdm_bar_on_a_terminal_and_one_line_per_step_in_a_log():
