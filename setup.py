@@ -4,7 +4,8 @@ The runtime pins live in requirements/runtime.txt, the extras in the other files
 requirements/: deploy (ONNX export), demo, benchmarks, tests (the test tools and every other
 extra), mim. mmcv is not among the runtime pins: as for mmpretrain, mmseg and mmdet, it comes from
 ``mim install`` (requirements/mminstall.txt, the ``mim`` extra), which picks the wheel built for
-the installed torch and CUDA; the whole environment (torch pair, mmcv built for the installed
+the installed torch and CUDA, or from ``python -m dinomamba_mm.install_mmcv`` where no such wheel
+exists (a cached wheel, else a build with compiled ops); the whole environment (torch pair, mmcv built for the installed
 torch, the OpenMMLab stack) is set up by ``tools/setup_env.sh`` (``make env``).
 Like mmpretrain, configs/, tools/ and model-index.yml are made part of the package under
 ``dinomamba_mm/.mim`` so that ``_base_ = 'dinomamba_mm::...'`` works from an installed package.

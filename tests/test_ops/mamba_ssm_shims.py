@@ -32,6 +32,7 @@ def enter_without_extension() -> None:
     if 'mamba_ssm' not in sys.modules:
         package = types.ModuleType('mamba_ssm')
         package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec  # find_spec('mamba_ssm') keeps answering once it is entered
         sys.modules['mamba_ssm'] = package
 
 

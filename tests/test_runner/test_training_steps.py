@@ -3,8 +3,8 @@ handling and mmengine's Runner, on synthetic data: every loss finite and the DIN
 exactly its EMA step.
 
 'tiny' (the default run): 48 / 64 px, batch 2, 2 iterations, float32 without an accelerator (the
-configs' bf16 AMP falls back). 'full' (``pytest -m gpu``, on a CUDA machine: docs/benchmarks.md,
-section GPU): the configs' sizes, batch 32 / 4, 4 iterations, bf16 AMP.
+configs' bf16 AMP falls back). 'full' (``pytest -m gpu``, on a CUDA machine; part d of
+tools/benchmarks/gpu_check.py): the configs' sizes, batch 32 / 4, 4 iterations, bf16 AMP.
 """
 import copy
 import math

@@ -65,3 +65,30 @@ def test_inference_table_has_the_forward_only(capsys):
 def test_malloc_mode_is_checked():
     with pytest.raises(SystemExit):
         ssd_benchmark.main(['--malloc', 'default'])
+
+
+def test_a_gpu_is_warmed_up_at_every_length():
+    """Its first call compiles and autotunes the Triton kernels: never a timed round (it was for
+    L > 785 before, as on CPU)."""
+    assert ssd_benchmark.timing_rounds(4096, torch.device('cuda'), 10) == (10, True)
+    assert ssd_benchmark.timing_rounds(4096, torch.device('cpu'), 10) == (1, False)
+    assert ssd_benchmark.timing_rounds(197, torch.device('cpu'), 10) == (10, True)
+
+
+def test_one_row_per_chunk_size_and_speed_ups_against_a_chosen_reference(capsys, monkeypatch):
+    """Without the minimal listing the speed-ups are against mamba_ssm x2 (here a stand-in: our
+    own op at chunk 32, so that the test needs no GPU)."""
+    monkeypatch.setattr(ssd_benchmark, 'mamba_ssm_bidirectional', ssd_benchmark.ours_at(32))
+    ssd_benchmark.run([SHAPE], torch.device('cpu'), torch.float32, repeats=1,
+                      with_sequential=False, with_mamba_ssm=True, memory=False,
+                      chunk_sizes=(4, 8), with_minimal=False)
+    out = capsys.readouterr().out
+    rows = [line.split('|')[4].strip() for line in out.splitlines()
+            if line.startswith(f'| {SHAPE[0]} | {SHAPE[1]} | {SHAPE[2]} |')]
+    assert rows == ['ours chunk 4', 'ours chunk 8', 'mamba_ssm x2 (flips)']
+    assert 'speed-up = mamba_ssm x2 (flips) / method' in out
+    reference = next(line for line in out.splitlines() if 'mamba_ssm x2 (flips) |' in line)
+    assert reference.split('|')[-3].strip() == '1.00x / 1.00x'
+    with pytest.raises(ValueError, match='with_minimal=False needs with_mamba_ssm=True'):
+        ssd_benchmark.run([SHAPE], torch.device('cpu'), torch.float32, repeats=1,
+                          with_sequential=False, with_mamba_ssm=False, with_minimal=False)

@@ -1,20 +1,25 @@
-"""Time and peak memory of DinoVim-T, LinearViT and mmpretrain's ViT at matched width, side by side.
+"""Time and peak memory of DinoVim, LinearViT and mmpretrain's ViT, side by side.
 
     python tools/benchmarks/backbones.py                      # 224 / 448 / 768 / 1024 px
     python tools/benchmarks/backbones.py --sizes 224 448 --modes fwd
     python tools/benchmarks/backbones.py --device cuda --sizes 224 1248   # the Triton SSD path
     python tools/benchmarks/backbones.py --saved-tensors --sizes 512 --models DinoVim-T ViT
+    python tools/benchmarks/backbones.py --device cuda --amp --batch 8 --sizes 224 1248 \
+        --models DinoVim-T DeiT-T DinoVim-S DeiT-S DinoVim-B DeiT-B
 
 Models (float32 unless --amp, eval mode, out_type='raw' so that the backward pass covers every
 token): DinoVim-T (arch 'tiny'; +seg512: no-grad mixers in 512-token segments as the dense
 configs run them; +cp: activation checkpointing), LinearViT and ViT with the same width, depth
-and heads. Each (model, mode) runs in a fresh subprocess over the sizes in increasing order:
-one warm-up run, then the median of up to ``--repeats`` runs (fewer when a run exceeds
-``--point-seconds`` / repeats), as process CPU time and wall time; ``--rounds`` R makes the
-models take turns R times and reports medians over the rounds. Peak memory: benchmark_utils (on
-CPU with glibc's mmap threshold pinned; ``--malloc adaptive`` keeps glibc's default, and the
-resident set then holds the heap's fragmentation too).
-Prints a table per mode, the growth exponent of time in tokens, DinoVim / ViT ratios and,
+and heads; on request DinoVim-S / -B and DeiT-T / -S / -B (mmpretrain's VisionTransformer with its
+'deit-tiny' / 'deit-small' / 'deit-base' arch, the sizes Vim compares with; its attention is
+torch's scaled_dot_product_attention). A size that runs out of memory (torch.OutOfMemoryError)
+is retried at half the batch, down to 1 (the table notes it). Each (model, mode) runs in a fresh
+subprocess over the sizes in increasing order: one warm-up run, then the median of up to
+``--repeats`` runs (fewer when a run exceeds ``--point-seconds`` / repeats), as process CPU
+time and wall time; ``--rounds`` R makes the models take turns R times and reports medians over
+the rounds. Peak memory: benchmark_utils (on CPU with glibc's mmap threshold pinned; ``--malloc
+adaptive`` keeps glibc's default, and the resident set then holds the heap's fragmentation too).
+Prints a table per mode, the growth exponent of time in tokens, DinoVim / ViT (DeiT) ratios and,
 on CPU, torch.profiler's operator table of one DinoVim-T mixer at the largest size.
 """
 import argparse
@@ -32,7 +37,13 @@ from benchmark_utils import (PeakMemory, Timer, add_malloc_option, machine_line,
                              pin_malloc, table_header, table_row)
 
 MODELS = ('DinoVim-T', 'LinearViT', 'ViT')
-EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512')  # only when named in --models
+EXTRA_MODELS = ('DinoVim-T+cp', 'DinoVim-T+seg512', 'DinoVim-S', 'DinoVim-B', 'DeiT-T', 'DeiT-S',
+                'DeiT-B')  # only when named in --models
+DEIT_ARCHS = {'DeiT-T': 'deit-tiny', 'DeiT-S': 'deit-small', 'DeiT-B': 'deit-base'}
+DINOVIM_ARCHS = {'T': 'tiny', 'S': 'small', 'B': 'base'}
+# (DinoVim, baseline): the ratio columns of a table holding both
+RATIOS = (('DinoVim-T', 'ViT'), ('DinoVim-T', 'DeiT-T'), ('DinoVim-S', 'DeiT-S'),
+          ('DinoVim-B', 'DeiT-B'))
 MODES = ('fwd', 'fwd+bwd')
 VIT_ARCH = dict(embed_dims=256, num_layers=24, num_heads=4, feedforward_channels=1024)
 
@@ -41,14 +52,16 @@ def build(name: str) -> torch.nn.Module:
     from mmpretrain.models import VisionTransformer
 
     from dinomamba_mm.models.backbones import DinoVim, LinearViT
-    if name.startswith('DinoVim-T'):
+    if name in MODELS + EXTRA_MODELS and name.startswith('DinoVim-'):
         mixer_cfg = dict(segment_len=512) if name.endswith('+seg512') else None
-        return DinoVim(arch='tiny', out_type='raw', drop_path_rate=0.,
-                       with_cp=name.endswith('+cp'), mixer_cfg=mixer_cfg)
+        return DinoVim(arch=DINOVIM_ARCHS[name[len('DinoVim-')]], out_type='raw',
+                       drop_path_rate=0., with_cp=name.endswith('+cp'), mixer_cfg=mixer_cfg)
     if name == 'LinearViT':
         return LinearViT(arch=dict(VIT_ARCH), out_type='raw')
     if name == 'ViT':
         return VisionTransformer(arch=dict(VIT_ARCH), out_type='raw')
+    if name in DEIT_ARCHS:
+        return VisionTransformer(arch=DEIT_ARCHS[name], out_type='raw')
     raise ValueError(f'unknown model {name!r}, expected one of {MODELS + EXTRA_MODELS}')
 
 
@@ -64,7 +77,8 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float, thre
     model = build(name).to(device)
     model.eval()  # mmpretrain's BaseBackbone.train returns None: no chaining
     params = sum(p.numel() for p in model.parameters())
-    for size in sizes:
+
+    def measure(size: int, batch: int) -> dict:
         img = torch.randn(batch, 3, size, size, device=device)
 
         def run():
@@ -88,10 +102,24 @@ def worker(name: str, mode: str, sizes, repeats: int, point_seconds: float, thre
                     run()
                 wall.append(timer.wall)
                 cpu.append(timer.cpu)
-        print(json.dumps(dict(model=name, mode=mode, size=size, tokens=(size // 16)**2 + 1,
-                              params=params, ms=1000 * statistics.median(wall),
-                              cpu_ms=1000 * statistics.median(cpu), runs=runs,
-                              peak_mb=memory.mib)), flush=True)
+        return dict(model=name, mode=mode, size=size, tokens=(size // 16)**2 + 1, batch=batch,
+                    params=params, ms=1000 * statistics.median(wall),
+                    cpu_ms=1000 * statistics.median(cpu), runs=runs, peak_mb=memory.mib)
+
+    for size in sizes:
+        fitting = batch
+        while True:
+            try:
+                row = measure(size, fitting)
+                break
+            except torch.OutOfMemoryError:
+                if fitting == 1:
+                    raise
+                model.zero_grad(set_to_none=True)
+                if device == 'cuda':
+                    torch.cuda.empty_cache()
+                fitting //= 2
+        print(json.dumps(row), flush=True)
 
 
 def saved_tensors(name: str, size: int) -> str:
@@ -140,7 +168,9 @@ def profile_mixer(size: int) -> str:
 def report(results: dict, models, modes, sizes, key: str, label: str, setting: str) -> None:
     """Markdown table of ``key`` ('cpu_ms' or 'ms') and peak MB, ratios, growth exponents.
 
-    A size that some model did not finish (its worker failed) is left out of the table.
+    A size that some model did not finish (its worker failed) is left out of the table. A model
+    that ran a size at a smaller batch than the others (out of memory) has it after its time;
+    time ratios are then per image, and its memory ratios are left empty.
     """
     for mode in modes:
         done = [s for s in sizes if all((m, mode, s) in results for m in models)]
@@ -150,19 +180,25 @@ def report(results: dict, models, modes, sizes, key: str, label: str, setting: s
                   'finished them)')
         if not done:
             continue
+        pairs = [(a, b) for a, b in RATIOS if a in models and b in models]
         print(table_header(['size', 'tokens'] + [f'{m} {unit}' for m in models
                                                  for unit in ('ms', 'MB')]
-                           + ['DinoVim / ViT time', 'DinoVim / ViT memory']))
+                           + [f'{a} / {b} {what}' for a, b in pairs
+                              for what in ('time', 'memory')]))
         for size in done:
-            cells = [results[(m, mode, size)] for m in models]
-            ratios = ['', '']
-            if 'DinoVim-T' in models and 'ViT' in models:
-                dinovim, vit = results[('DinoVim-T', mode, size)], results[('ViT', mode, size)]
-                ratios[0] = f'{dinovim[key] / vit[key]:.2f}'
-                if vit['peak_mb'] > 0:
-                    ratios[1] = f"{dinovim['peak_mb'] / vit['peak_mb']:.2f}"
-            print(table_row([size, cells[0]['tokens']] + [
-                f'{c[key]:.1f} | {c["peak_mb"]:.0f}' for c in cells] + ratios))
+            cells = {m: results[(m, mode, size)] for m in models}
+            largest = max(c.get('batch', 1) for c in cells.values())
+            ratios = []
+            for a, b in pairs:
+                ca, cb = cells[a], cells[b]
+                per_image = cb.get('batch', 1) / ca.get('batch', 1)
+                ratios.append(f'{ca[key] / cb[key] * per_image:.2f}')
+                ratios.append(f"{ca['peak_mb'] / cb['peak_mb']:.2f}"
+                              if per_image == 1 and cb['peak_mb'] > 0 else '')
+            print(table_row([size, next(iter(cells.values()))['tokens']] + [
+                f'{c[key]:.1f}' + (f' (batch {c["batch"]})' if c.get('batch', 1) < largest
+                                   else '') + f' | {c["peak_mb"]:.0f}'
+                for c in cells.values()] + ratios))
         if len(done) > 1:
             lo, hi = done[0], done[-1]
             slopes = []
@@ -173,7 +209,7 @@ def report(results: dict, models, modes, sizes, key: str, label: str, setting: s
             print(f'growth exponent of {label} in tokens ({lo}->{hi} px): ' + ', '.join(slopes))
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', type=int, nargs='+', default=[224, 448, 768, 1024],
                         help='image sides in pixels (default: 224 448 768 1024)')
@@ -208,6 +244,11 @@ def main() -> None:
                         'at the largest size')
     add_malloc_option(parser)
     parser.add_argument('--worker', nargs=2, metavar=('MODEL', 'MODE'), help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     sizes = sorted(args.sizes)
     if args.batch < 1 or args.rounds < 1:
@@ -243,7 +284,8 @@ def main() -> None:
                     rounds.setdefault((row['model'], row['mode'], row['size']), []).append(row)
                     print(f"  round {round_ + 1} {name:<10} {mode:<8} {row['size']:>5}px cpu "
                           f"{row['cpu_ms']:>10.1f} ms  wall {row['ms']:>10.1f} ms "
-                          f"{row['peak_mb']:>9.1f} MB (runs {row['runs']})", flush=True)
+                          f"{row['peak_mb']:>9.1f} MB (batch {row['batch']}, runs "
+                          f"{row['runs']})", flush=True)
     results = {key: dict(rows[0], cpu_ms=statistics.median(r['cpu_ms'] for r in rows),
                          ms=statistics.median(r['ms'] for r in rows),
                          peak_mb=max(r['peak_mb'] for r in rows))

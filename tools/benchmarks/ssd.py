@@ -20,11 +20,12 @@ Usage:
   python tools/benchmarks/ssd.py --quick --baseline before.py  # before.py: imports an older ops/ssd
 """
 import argparse
+import functools
 import importlib.util
 import os.path as osp
 import statistics
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +51,7 @@ SEQUENTIAL_BACKWARD_MAX_BYTES = 2 * 2**30  # autograd keeps every state of the s
 SEQUENTIAL_MAX_L = 3137  # a Python step per token: minutes beyond this
 LONG = 785  # above this: one timed round, no warm-up (minutes per call on 2 cores)
 MINIMAL = 'minimal x2 (flips)'
+MAMBA_SSM = 'mamba_ssm x2 (flips)'
 
 
 def minimal_chunked_ssd(X, A, B, C, block_len):
@@ -101,6 +103,13 @@ def ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=OURS_CHUNK):
 
 
 ours_bidirectional.stacked = True  # takes (2, ...) stacks, not per-direction pairs
+
+
+def ours_at(chunk_size: int) -> Callable:
+    """``ours_bidirectional`` at ``chunk_size``, still marked as taking stacks."""
+    ours = functools.partial(ours_bidirectional, chunk_size=chunk_size)
+    ours.stacked = True
+    return ours
 
 
 def load_baseline(path: str) -> Callable:
@@ -219,18 +228,36 @@ def _ratio(reference: float, value: float) -> str:
     return 'n/a' if value != value else f'{reference / value:.2f}x'
 
 
+def timing_rounds(length: int, device: torch.device, repeats: int) -> Tuple[int, bool]:
+    """(timed rounds, whether a warm-up round precedes them) for sequences of ``length``: on
+    CPU one round without warm-up above LONG tokens; a GPU always gets the warm-up (its first
+    call compiles and autotunes the Triton kernels) and ``repeats`` rounds."""
+    if device.type == 'cpu' and length > LONG:
+        return 1, False
+    return repeats, True
+
+
 def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_sequential: bool,
         with_mamba_ssm: bool, baseline: Optional[Callable] = None, memory: bool = True,
-        backward: bool = True) -> None:
-    """One table row per (shape, method): forward and, with ``backward``, forward + backward."""
+        backward: bool = True, chunk_sizes: Sequence[int] = (OURS_CHUNK, ),
+        with_minimal: bool = True) -> None:
+    """One table row per (shape, method): forward and, with ``backward``, forward + backward;
+    ours once per chunk size of ``chunk_sizes``. The speed-ups are against the minimal listing,
+    or without it (``with_minimal=False``) against mamba_ssm x2."""
     memory_kind = ('torch.cuda.max_memory_allocated growth' if device.type == 'cuda'
                    else 'peak RSS growth' if memory else
                    "n/a (glibc's adaptive mmap threshold: freed buffers stay in the process)")
+    reference = MINIMAL if with_minimal else MAMBA_SSM
+    if reference == MAMBA_SSM and not with_mamba_ssm:
+        raise ValueError('with_minimal=False needs with_mamba_ssm=True: the speed-ups are '
+                         'against mamba_ssm x2 then')
     print(f'# machine: {machine_line(device)}')
-    print(f'# dtype {dtype}, chunk_size {OURS_CHUNK} (ours) / {CHUNK} (minimal, mamba_ssm), '
-          f'G = 1, D, dt_bias, dt_softplus; both directions; '
+    print(f'# dtype {dtype}, chunk_size {" / ".join(map(str, chunk_sizes))} (ours) / {CHUNK} '
+          f'(minimal, mamba_ssm), G = 1, D, dt_bias, dt_softplus; both directions; '
           f'{"forward + backward" if backward else "no-grad forward"}; median of {repeats} '
-          f'interleaved rounds (1 for L > {LONG}); memory = {memory_kind}')
+          f'interleaved rounds after a warm-up one'
+          f'{f" (on CPU 1, without, for L > {LONG})" if device.type == "cpu" else ""}; '
+          f'memory = {memory_kind}; speed-up = {reference} / method')
     print('# ms = wall clock; cpu ms = process CPU time (all threads), steadier on a shared '
           'machine')
     phases = ('fwd', 'fwd+bwd') if backward else ('fwd', )
@@ -238,29 +265,32 @@ def run(shapes, device: torch.device, dtype: torch.dtype, repeats: int, with_seq
         f'{phase} {column}' for phase in phases for column in ('ms', 'cpu ms', 'MiB')] + [
         f'speed-up {phase} (wall / cpu)' for phase in phases]))
     for shape in shapes:
-        long = shape[1] > LONG
+        rounds, warmup = timing_rounds(shape[1], device, repeats)
         inputs = make_inputs(shape, device, dtype)
-        methods: List[Tuple[str, Callable]] = [('ours', ours_bidirectional)]
+        methods: List[Tuple[str, Callable]] = [
+            ('ours' if len(chunk_sizes) == 1 else f'ours chunk {chunk}',
+             ours_at(chunk)) for chunk in chunk_sizes]
         methods += [('baseline', baseline)] if baseline is not None else []
-        methods += [('mamba_ssm x2 (flips)', mamba_ssm_bidirectional)] if with_mamba_ssm else []
-        methods.append((MINIMAL, minimal_bidirectional))
+        methods += [(MAMBA_SSM, mamba_ssm_bidirectional)] if with_mamba_ssm else []
+        methods += [(MINIMAL, minimal_bidirectional)] if with_minimal else []
         sequential = with_sequential and shape[1] <= SEQUENTIAL_MAX_L
         times = {}
         for phase in phases:
             timed = methods + ([('sequential', sequential_bidirectional)] if sequential and (
                 phase == 'fwd' or _sequential_fits(shape)) else [])
-            times[phase] = measure_interleaved(timed, inputs, device, phase != 'fwd',
-                                               1 if long else repeats, not long, memory)
+            times[phase] = measure_interleaved(timed, inputs, device, phase != 'fwd', rounds,
+                                               warmup, memory)
         nan3 = (float('nan'), ) * 3
         for name in times['fwd']:
             cells = [times[phase].get(name, nan3) for phase in phases]
             print(table_row([*shape[:3], name] + [
                 f'{fmt(c[0], 1e3, 1)} | {fmt(c[1], 1e3, 1)} | {fmt(c[2])}' for c in cells] + [
-                f'{_ratio(times[p][MINIMAL][0], c[0])} / {_ratio(times[p][MINIMAL][1], c[1])}'
+                f'{_ratio(times[p][reference][0], c[0])} / '
+                f'{_ratio(times[p][reference][1], c[1])}'
                 for p, c in zip(phases, cells)]), flush=True)
         agree = _max_relative_difference(inputs, methods)
         print(f'# B {shape[0]} L {shape[1]}: max relative difference of the forward outputs to '
-              f'ours: {agree:.1e}', flush=True)
+              f'{methods[0][0]}: {agree:.1e}', flush=True)
 
 
 def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None:
@@ -270,12 +300,7 @@ def chunk_sweep(device: torch.device, repeats: int, memory: bool = True) -> None
     for shape in QUICK_SHAPES:
         inputs = make_inputs(shape, device, torch.float32)
         for chunk in (256, 128, 64, 48, 32):
-            def ours(x, dt, A, B, C, D, dt_bias, chunk=chunk):
-                return ours_bidirectional(x, dt, A, B, C, D, dt_bias, chunk_size=chunk)
-
-            ours.stacked = True
-
-            wall, cpu, mib = measure_interleaved([('ours', ours)], inputs, device, True,
+            wall, cpu, mib = measure_interleaved([('ours', ours_at(chunk))], inputs, device, True,
                                                  repeats, True, memory)['ours']
             print(table_row([*shape[:2], chunk, fmt(wall, 1e3), fmt(cpu, 1e3), fmt(mib)]),
                   flush=True)
