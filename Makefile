@@ -1,8 +1,9 @@
 # The two commands of the README (both set up the environment first, idempotently):
-#   make demo   the main job: on synthetic data it generates (data/synthetic_demo, on first use)
-#               and the small DINO models shipped in checkpoints/demo, the rank of the token-
-#               mixing matrices, the class-token maps of DinoVim / ViT / LinearViT with their
-#               Binary-AUC, a linear probe of DINO vs random init; prints the tables
+#   make demo   the main job: the paper's findings in miniature on the 64 px synthetic scenes it
+#               generates (data/synthetic_demo, on first use) and the models shipped in
+#               checkpoints/demo (DINO ViT / LinearViT / DinoVim, supervised DinoVim): the rank of
+#               the token-mixing matrices, linear probes, class-token maps and their Binary-AUC by
+#               block, a linear segmentation head; prints the tables and a verdict per ordering
 #               (DEMO_ARGS=--quick: smoke test; DEMO_ARGS=--pretrain: re-create the checkpoints)
 #   make test   the test suite (slow tests excluded; `make test-slow` runs those)
 VENV ?= .venv

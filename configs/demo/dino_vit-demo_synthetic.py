@@ -9,7 +9,7 @@ model = dict(
         _delete_=True,
         type='mmpretrain.VisionTransformer',
         arch=dict(embed_dims=96, num_layers=4, num_heads=6, feedforward_channels=384),
-        img_size=32,
+        img_size=64,
         patch_size=8,
         out_type='cls_token',
         drop_path_rate=0.))

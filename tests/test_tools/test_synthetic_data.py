@@ -281,6 +281,97 @@ def test_scene_style_is_checked_and_recorded(tmp_path):
     manifest = make_synthetic.make_synthetic(str(tmp_path / 'c'), **TINY, layouts=('cls', ),
                                              style=style)
     assert manifest['cls']['style'] == dict(background_contrast=0.3, clutter=(0, 0),
-                                            class_patterns=True)
+                                            class_patterns=True, background='varied')
     with open(tmp_path / 'c' / 'manifest.json') as f:
         assert json.load(f)['cls']['style']['clutter'] == [0, 0]
+
+
+def test_shared_backgrounds_come_from_one_distribution():
+    """--background shared: every background's mean colour is the shared grey (the smooth noise
+    and the grain average out), where 'varied' backgrounds each have their own colours; both
+    deviate from their mean by the same contrast rule."""
+    def means(kind):
+        return np.array([make_synthetic._background(np.random.default_rng(seed), 64, 0.3,
+                                                    kind).reshape(-1, 3).mean(axis=0)
+                         for seed in range(40)])
+    shared, varied = means('shared'), means('varied')
+    np.testing.assert_allclose(shared, np.broadcast_to(make_synthetic.SHARED_BACKGROUND_COLOUR,
+                                                       shared.shape), atol=12)
+    assert shared.std(axis=0).max() < 6 and varied.std(axis=0).min() > 25
+    one = make_synthetic._background(np.random.default_rng(0), 64, 0.3, 'shared')
+    other = make_synthetic._background(np.random.default_rng(1), 64, 0.3, 'shared')
+    assert not np.allclose(one, other)  # drawn, not one image repeated
+
+
+@pytest.fixture(scope='module')
+def demo_style_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('demo_style'))
+    style = make_synthetic.SceneStyle(0.3, (0, 0), True, 'shared')
+    manifest = make_synthetic.make_synthetic(root, seed=0, num_train=21, num_val=14, size=64,
+                                             layouts=('cls', ), style=style,
+                                             cls_objects=(1, 3), cls_radius=(0.14, 0.3))
+    return root, manifest
+
+
+def test_cls_scenes_have_label_maps_of_their_class(demo_style_root):
+    """--cls-objects 1 3: 1-3 shapes of the image's class; masks/ holds label maps with the
+    class id (label + 1) on exactly the recorded shape pixels, 0 elsewhere; meta/<split>_seg.txt
+    lists the images in the order of meta/<split>.txt."""
+    from PIL import Image
+    root, manifest = demo_style_root
+    cls = osp.join(root, 'cls')
+    counts = set()
+    for split in ('train', 'val'):
+        with open(osp.join(cls, 'meta', f'{split}.txt')) as f:
+            meta = [line.split() for line in f.read().splitlines()]
+        with open(osp.join(cls, 'meta', f'{split}_seg.txt')) as f:
+            stems = f.read().splitlines()
+        assert stems == [name[:-len('.JPEG')] for name, _ in meta]
+        for (name, label), record in zip(meta, manifest['cls']['records'][split]):
+            mask = np.asarray(Image.open(osp.join(cls, 'masks', split,
+                                                  name.replace('.JPEG', '.png'))))
+            assert mask.shape == (64, 64)
+            assert set(np.unique(mask)) <= {0, int(label) + 1}
+            assert (mask > 0).sum() == record['area'] > 0
+            assert 1 <= record['objects'] <= 3
+            counts.add(record['objects'])
+    assert counts == {1, 2, 3}
+
+
+def test_demo_scenes_config_reads_the_images_with_their_label_maps(demo_style_root):
+    """configs/demo/synthetic-scenes_64px.py: mmseg's BaseSegDataset over the cls layout, in the
+    order of meta/val.txt, each image with its own label map, classes with background first."""
+    from mmengine import Config
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import DATASETS
+    from PIL import Image
+    root, _ = demo_style_root
+    cfg = Config.fromfile(osp.join(REPO, 'configs', 'demo', 'synthetic-scenes_64px.py'))
+    init_default_scope('mmseg')
+    cfg.test_dataloader.dataset.data_root = osp.join(root, 'cls')
+    dataset = DATASETS.build(cfg.test_dataloader.dataset)
+    with open(osp.join(root, 'cls', 'meta', 'val.txt')) as f:
+        meta = [line.split() for line in f.read().splitlines()]
+    assert len(dataset) == len(meta) and dataset.metainfo['classes'][0] == 'background'
+    for index in (0, 5, len(meta) - 1):
+        sample = dataset[index]
+        name, label = meta[index]
+        assert sample['data_samples'].img_path.endswith(osp.join('val', name))
+        labels = sample['data_samples'].gt_sem_seg.data[0].numpy()
+        mask = np.asarray(Image.open(osp.join(root, 'cls', 'masks', 'val',
+                                              name.replace('.JPEG', '.png'))))
+        np.testing.assert_array_equal(labels, mask)
+        assert labels.max() == int(label) + 1
+        assert tuple(sample['inputs'].shape) == (3, 64, 64)
+
+
+@pytest.mark.parametrize('option,value,message', [
+    ('style', make_synthetic.SceneStyle(background='plain'), 'background must be one of'),
+    ('cls_objects', (0, 2), r'cls_objects must be \(min, max\) with 1 <= min'),
+    ('cls_objects', (3, 2), r'cls_objects must be \(min, max\) with 1 <= min'),
+    ('cls_radius', (0.3, 0.6), r'cls_radius must be \(min, max\) with 0.02 <= min'),
+])
+def test_demo_options_are_checked(tmp_path, option, value, message):
+    with pytest.raises(ValueError, match=message):
+        make_synthetic.make_synthetic(str(tmp_path / 'x'), **TINY, layouts=('cls', ),
+                                      **{option: value})

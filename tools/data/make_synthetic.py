@@ -4,14 +4,21 @@ Images show shapes (circle, cross, hexagon, ring, square, star, triangle) of var
 position, rotation and inner texture (solid, stripes, checker, noise) over textured backgrounds
 (smooth noise, gradients, stripes) with clutter (lines and arcs that belong to no class).
 ``--background-contrast``, ``--clutter`` and ``--class-patterns`` make calmer scenes whose shapes
-carry a pattern of their class (the demo's data, ``tools/demo.py``).
+carry a pattern of their class; ``--background shared`` draws every background from one
+distribution, so that only the shapes tell one image from another; ``--cls-objects`` puts several
+shapes of the image's class in a classification image (the demo's data, ``tools/demo.py``).
 
 ``<out>/cls``, ``<out>/ade`` and ``<out>/coco`` are the layouts that mmpretrain's ``ImageNet`` /
 ``CustomDataset`` (with ``ann_file``), mmseg's ``ADE20KDataset`` and mmdet's ``CocoDataset`` (the
 shape classes as metainfo) read unchanged (``LAYOUTS``: the entries each needs):
 
-- ``cls``: one dominant shape per image, label = its class: ``{train,val}/<class>/<name>.JPEG``
-  and ``meta/{train,val}.txt`` ("<class>/<name>.JPEG <label>" lines);
+- ``cls``: one dominant shape per image (or ``--cls-objects`` shapes, all of one class), label =
+  its class: ``{train,val}/<class>/<name>.JPEG`` and ``meta/{train,val}.txt``
+  ("<class>/<name>.JPEG <label>" lines); ``masks/{train,val}/<class>/<name>.png`` label maps of
+  the same images (0 = background, k = k-th class, 1-based) and ``meta/{train,val}_seg.txt``
+  ("<class>/<name>" lines, in the order of ``meta/{train,val}.txt``), so that mmseg's
+  ``BaseSegDataset`` reads them as a segmentation set too (``ann_file``, ``img_suffix='.JPEG'``,
+  ``seg_map_suffix='.png'``);
 - ``ade``: several shapes per image, ``images/{training,validation}/*.jpg`` and label maps
   ``annotations/{training,validation}/*.png``, 0 = background, k = k-th class (1-based), so
   that ``reduce_zero_label=True`` maps them as for ADE20K;
@@ -44,9 +51,15 @@ CLASS_PATTERNS = {'circle': ('stripes', 2.0), 'cross': ('solid', 0.0),
                   'square': ('stripes', 4.5), 'star': ('checker', 4.5),
                   'triangle': ('rings', 3.0)}
 SPLITS = ('train', 'val')
+#: --background: 'varied' (noise, gradient or stripes, colours drawn per image) or 'shared'
+BACKGROUNDS = ('varied', 'shared')
+#: --background shared: the one mean colour and smooth-noise grid of every background
+SHARED_BACKGROUND_COLOUR = (128.0, 128.0, 128.0)
+SHARED_BACKGROUND_CELLS = 8
 #: the entries each layout's root must hold
 LAYOUTS = {
-    'cls': ('train', 'val', 'meta/train.txt', 'meta/val.txt'),
+    'cls': ('train', 'val', 'meta/train.txt', 'meta/val.txt', 'masks/train', 'masks/val',
+            'meta/train_seg.txt', 'meta/val_seg.txt'),
     'ade': ('images/training', 'images/validation', 'annotations/training',
             'annotations/validation'),
     'coco': ('train2017', 'val2017', 'annotations/instances_train2017.json',
@@ -64,15 +77,23 @@ class SceneStyle(NamedTuple):
     independently of the class).
 
     Attributes:
-        background_contrast: the background's deviation from its mean colour is scaled by this
-            (1: as drawn; 0.3: subdued, so that the shapes stand out).
-        clutter: (min, max) number of lines and arcs drawn over the background.
-        class_patterns: each shape class gets its own inner pattern (``CLASS_PATTERNS``), a
-            class cue that survives colour changes; otherwise one of ``TEXTURES`` at random.
+        background_contrast (float): the background's deviation from its mean colour is scaled
+            by this (1: as drawn; 0.3: subdued, so that the shapes stand out). Defaults to 1.0.
+        clutter (tuple[int, int]): (min, max) number of lines and arcs drawn over the
+            background. Defaults to (2, 8).
+        class_patterns (bool): each shape class gets its own inner pattern
+            (``CLASS_PATTERNS``), a class cue that survives colour changes; otherwise one of
+            ``TEXTURES`` at random. Defaults to False.
+        background (str): 'varied': each background a noise, gradient or stripes of colours
+            drawn for the image; 'shared': every background drawn from one distribution
+            (smooth colour noise on a ``SHARED_BACKGROUND_CELLS`` grid around
+            ``SHARED_BACKGROUND_COLOUR``, plus grain), so that nothing in it tells one image
+            from another. Defaults to 'varied'.
     """
     background_contrast: float = 1.0
     clutter: Tuple[int, int] = (2, 8)
     class_patterns: bool = False
+    background: str = 'varied'
 
 
 # ---------------------------------------------------------------- shapes in the unit disc
@@ -130,9 +151,22 @@ def _smooth_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray
                       dtype=np.float32)
 
 
-def _background(rng: np.random.Generator, size: int, contrast: float = 1.0) -> np.ndarray:
-    """(size, size, 3) float background: smooth noise, a gradient or stripes, plus grain, its
-    deviation from its mean colour scaled by ``contrast``."""
+def _shared_background(rng: np.random.Generator, size: int, contrast: float) -> np.ndarray:
+    """(size, size, 3) float background of the one shared distribution: smooth colour noise
+    around ``SHARED_BACKGROUND_COLOUR`` scaled by ``contrast``, plus grain of fixed amplitude."""
+    noise = _smooth_noise(rng, size, SHARED_BACKGROUND_CELLS) - np.float32(127.5)
+    grain = rng.random(size=(size, size, 1), dtype=np.float32) - np.float32(0.5)
+    return (np.asarray(SHARED_BACKGROUND_COLOUR, dtype=np.float32) + np.float32(contrast) * noise
+            + np.float32(20.0) * grain)
+
+
+def _background(rng: np.random.Generator, size: int, contrast: float = 1.0,
+                kind: str = 'varied') -> np.ndarray:
+    """(size, size, 3) float background of ``kind`` (``BACKGROUNDS``). 'varied': smooth noise,
+    a gradient or stripes, plus grain, its deviation from its mean colour scaled by
+    ``contrast``; 'shared': :func:`_shared_background`."""
+    if kind == 'shared':
+        return _shared_background(rng, size, contrast)
     kind = rng.integers(3)
     if kind == 0:
         image = _smooth_noise(rng, size, int(rng.integers(2, 9)))
@@ -219,8 +253,9 @@ class _Canvas:
         self.rng = rng
         self.size = size
         self.class_patterns = style.class_patterns
-        self.image = _draw_clutter(rng, _background(rng, size, style.background_contrast),
-                                   style.clutter)
+        self.image = _draw_clutter(
+            rng, _background(rng, size, style.background_contrast, style.background),
+            style.clutter)
         self.ids = np.zeros((size, size), dtype=np.int32)
         self.classes: List[int] = []
         self.full_areas = np.zeros(0, dtype=np.int64)
@@ -284,11 +319,19 @@ def _rng(seed: int, kind: str, split: str, index: int) -> np.random.Generator:
 
 
 def single_object_scene(rng: np.random.Generator, size: int, shape: str,
-                        class_index: int, style: SceneStyle = SceneStyle()) -> _Canvas:
-    """One dominant shape (radius 22-42 % of the image) on a background of ``style``."""
+                        class_index: int, style: SceneStyle = SceneStyle(),
+                        objects: Tuple[int, int] = (1, 1),
+                        radius: Tuple[float, float] = (0.22, 0.42)) -> _Canvas:
+    """A scene of one class: ``objects`` (min, max) shapes ``shape`` (radius a fraction in
+    ``radius`` of the image side), occluding each other a little, on a background of
+    ``style``. The first shape always fits; a further one is left out when no pose fits."""
     canvas = _Canvas(rng, size, style)
-    placed = canvas.try_place(class_index, shape, rng.uniform(0.22, 0.42) * size)
+    count = objects[0] if objects[0] == objects[1] else int(rng.integers(objects[0],
+                                                                         objects[1] + 1))
+    placed = canvas.try_place(class_index, shape, rng.uniform(*radius) * size)
     assert placed, 'the first shape on an empty canvas always fits'
+    for _ in range(count - 1):
+        canvas.try_place(class_index, shape, rng.uniform(*radius) * size)
     return canvas
 
 
@@ -326,24 +369,31 @@ def mask_to_rle(mask: np.ndarray) -> Dict:
 
 
 def write_cls(root: str, seed: int, num: Dict[str, int], size: int,
-              classes: Sequence[str], style: SceneStyle) -> Dict[str, List[Dict]]:
+              classes: Sequence[str], style: SceneStyle, objects: Tuple[int, int] = (1, 1),
+              radius: Tuple[float, float] = (0.22, 0.42)) -> Dict[str, List[Dict]]:
     record = {}
     os.makedirs(osp.join(root, 'meta'))
     for split in SPLITS:
         lines, record[split] = [], []
         for name in classes:
             os.makedirs(osp.join(root, split, name))
+            os.makedirs(osp.join(root, 'masks', split, name))
         for index in range(num[split]):
             label = index % len(classes)
             canvas = single_object_scene(_rng(seed, 'cls', split, index), size,
-                                         classes[label], label, style)
+                                         classes[label], label, style, objects, radius)
             rel = f'{classes[label]}/{split}_{index:06d}.JPEG'
             _save(canvas.pixels(), osp.join(root, split, rel))
+            mask = np.where(canvas.ids > 0, label + 1, 0).astype(np.uint8)
+            _save(mask, osp.join(root, 'masks', split, rel[:-len('.JPEG')] + '.png'))
             lines.append(f'{rel} {label}')
             record[split].append({'file': rel, 'label': label,
-                                  'area': int(canvas.visible[0])})
+                                  'area': int(canvas.visible.sum()),
+                                  'objects': len(canvas.classes)})
         with open(osp.join(root, 'meta', f'{split}.txt'), 'w') as f:
             f.write('\n'.join(lines) + '\n')
+        with open(osp.join(root, 'meta', f'{split}_seg.txt'), 'w') as f:
+            f.write('\n'.join(line.split('.JPEG ')[0] for line in lines) + '\n')
     return record
 
 
@@ -449,7 +499,9 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
                    size: int = 224, seg_size: int = 256, det_size: int = 320,
                    classes: Sequence[str] = SHAPES, max_objects: int = 5,
                    layouts: Sequence[str] = LAYOUT_KINDS,
-                   style: SceneStyle = SceneStyle()) -> Dict:
+                   style: SceneStyle = SceneStyle(),
+                   cls_objects: Tuple[int, int] = (1, 1),
+                   cls_radius: Tuple[float, float] = (0.22, 0.42)) -> Dict:
     """Write the requested layouts under ``out`` and return the manifest: per layout, the
     options and (cls, ade) what was drawn in each image. Layouts not requested that an earlier
     run wrote to ``out`` are kept.
@@ -463,6 +515,8 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
         max_objects: most shapes per ade / coco image.
         layouts: which of ``('cls', 'ade', 'coco')`` to write.
         style: backgrounds, clutter and patterns of every layout (:class:`SceneStyle`).
+        cls_objects: (min, max) shapes per cls image, all of the image's class.
+        cls_radius: (min, max) radius of a cls image's shapes, as a fraction of its side.
     """
     for name, value in (('num_train', num_train), ('num_val', num_val)):
         if not isinstance(value, int) or value < 1:
@@ -487,14 +541,27 @@ def make_synthetic(out: str, seed: int = 0, num_train: int = 400, num_val: int =
     if not 0 <= low <= high:
         raise ValueError(f'clutter must be (min, max) with 0 <= min <= max, got '
                          f'{tuple(style.clutter)}')
+    if style.background not in BACKGROUNDS:
+        raise ValueError(f'background must be one of {BACKGROUNDS}, got {style.background!r}')
+    low, high = cls_objects
+    if not 1 <= low <= high <= 20:
+        raise ValueError(f'cls_objects must be (min, max) with 1 <= min <= max <= 20, got '
+                         f'{tuple(cls_objects)}')
+    low, high = cls_radius
+    if not 0.02 <= low <= high <= 0.5:
+        raise ValueError(f'cls_radius must be (min, max) with 0.02 <= min <= max <= 0.5 (a '
+                         f'fraction of the image side), got {tuple(cls_radius)}')
     manifest = _prepare_out(out, layouts)
 
     classes = list(classes)
     num = {'train': num_train, 'val': num_val}
     common = dict(seed=seed, classes=classes, num=num, style=style._asdict())
     if 'cls' in layouts:
-        manifest['cls'] = dict(common, size=size, records=write_cls(
-            osp.join(out, 'cls'), seed, num, size, classes, style))
+        manifest['cls'] = dict(common, size=size, objects=list(cls_objects),
+                               radius=list(cls_radius), background_label=0,
+                               records=write_cls(osp.join(out, 'cls'), seed, num, size,
+                                                 classes, style, tuple(cls_objects),
+                                                 tuple(cls_radius)))
     if 'ade' in layouts:
         manifest['ade'] = dict(common, size=seg_size, max_objects=max_objects,
                                background_label=0, records=write_ade(
@@ -537,6 +604,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--class-patterns', action='store_true',
                         help='each shape class its own inner pattern (a class cue that '
                         'survives colour changes) instead of a random one')
+    parser.add_argument('--background', choices=BACKGROUNDS, default='varied',
+                        help="'varied' (default): colours and kind drawn per image; 'shared': "
+                        'every background from one distribution, so that only the shapes '
+                        'tell the images apart')
+    parser.add_argument('--cls-objects', type=int, nargs=2, default=[1, 1],
+                        metavar=('MIN', 'MAX'),
+                        help='shapes per cls image, all of its class (default 1 1)')
+    parser.add_argument('--cls-radius', type=float, nargs=2, default=[0.22, 0.42],
+                        metavar=('MIN', 'MAX'),
+                        help="radius of a cls image's shapes, a fraction of its side "
+                        '(default 0.22 0.42)')
     return parser.parse_args(argv)
 
 
@@ -544,7 +622,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     make_synthetic(args.out, args.seed, args.num_train, args.num_val, args.size, args.seg_size,
                    args.det_size, args.classes, args.max_objects, args.layouts,
-                   SceneStyle(args.background_contrast, tuple(args.clutter), args.class_patterns))
+                   SceneStyle(args.background_contrast, tuple(args.clutter), args.class_patterns,
+                              args.background),
+                   tuple(args.cls_objects), tuple(args.cls_radius))
     print(f'wrote {", ".join(args.layouts)} layouts ({args.num_train} train / '
           f'{args.num_val} val images each, {len(args.classes)} classes) to {args.out}')
 

@@ -5,8 +5,10 @@ import mmcv
 from mmpretrain.datasets.transforms import ColorJitter
 
 from dinomamba_mm.compat import adjust_hue
+from dinomamba_mm.registry import TRANSFORMS
 
 
+@TRANSFORMS.register_module()
 class HueSafeColorJitter(ColorJitter):
     """mmpretrain's ``ColorJitter`` (same arguments, same draws from ``np.random``) whose hue
     step is :func:`dinomamba_mm.compat.adjust_hue`: mmcv <= 2.2.0's ``adjust_hue`` fails for
