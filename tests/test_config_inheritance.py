@@ -166,8 +166,8 @@ DEMO_LINEAR_PROBE = f'''
 _base_ = 'dinomamba_mm::demo/linear-probe_dinovim-demo_synthetic.py'
 model = dict(backbone=dict(checkpoint=None, backbone=dict(arch={TINY_ARCH})),
              neck=[dict(type='dinomamba_mm.LinearProbeNeck', in_type='cls_token'),
-                   dict(type='ClsBatchNormNeck', input_features=4 * 32)],
-             head=dict(in_channels=4 * 32))
+                   dict(type='ClsBatchNormNeck', input_features=32)],
+             head=dict(in_channels=32))
 train_dataloader = dict(batch_size=2, {NO_WORKERS}, dataset=dict(data_root='{{data}}/cls'))
 val_dataloader = dict(batch_size=1, {NO_WORKERS}, dataset=dict(data_root='{{data}}/cls'))
 test_dataloader = val_dataloader

@@ -147,8 +147,10 @@ def test_train_adds_the_hook_unless_told_not_to(setup):
         cfg = train_tool.merge_args(Config.fromfile(setup['config']), args)
         return [h['type'] for h in cfg.get('custom_hooks', [])]
 
-    assert hooks() == ['dinomamba_mm.StrictLoadHook', 'dinomamba_mm.SafeUnpickleHook']
-    assert hooks('--no-strict-load') == ['dinomamba_mm.SafeUnpickleHook']
+    assert hooks() == ['dinomamba_mm.StrictLoadHook', 'dinomamba_mm.SafeUnpickleHook',
+                       'dinomamba_mm.PreemptionHook']
+    assert hooks('--no-strict-load') == ['dinomamba_mm.SafeUnpickleHook',
+                                         'dinomamba_mm.PreemptionHook']
 
 
 def test_a_checkpoint_with_flipped_bytes_is_not_scored(setup):
