@@ -55,6 +55,8 @@ train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs, val_interval
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 randomness = dict(seed=0)
+# a resumed run continues loss by loss: the generators' states travel with the checkpoint
+custom_hooks = [dict(type='dinomamba_mm.RandomStateHook')]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
     checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,

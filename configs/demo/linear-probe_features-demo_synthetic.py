@@ -57,6 +57,8 @@ train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=max_epochs)
 val_cfg = dict()
 test_cfg = dict()
 randomness = dict(seed=0)
+# a resumed run continues loss by loss: the generators' states travel with the checkpoint
+custom_hooks = [dict(type='dinomamba_mm.RandomStateHook')]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=16),
     checkpoint=dict(type='dinomamba_mm.ResumableCheckpointHook', interval=max_epochs,
