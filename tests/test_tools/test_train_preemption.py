@@ -75,8 +75,10 @@ def write_config(root, kind, stop=None):
 
 
 def start(config, work_dir):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
+    # the runs in this process are its oracle: the same number of threads gives the same bits
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()),
+               PYTHONPATH=os.pathsep.join(
+                   [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
     return subprocess.Popen([sys.executable, 'tools/train.py', config, '--work-dir', work_dir],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
