@@ -15,11 +15,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / 'dinomamba_mm'
 
-# Packages of PACKAGE whose docstrings are not checked yet. ops/ssd: the kernels branch is
-# rewriting the SSD op (one stack of K directions) and its docstrings with it; remove this entry
-# when that branch has landed and its docstrings pass.
-NOT_CHECKED_YET = ('ops/ssd', )
-
 # a type may hold one level of parentheses, e.g. ``(tuple(int))``
 TYPED_ENTRY = re.compile(r'^(\*{0,2}\w+) \(([^()]*(?:\([^()]*\)[^()]*)*)\): \S')
 STARRED_ENTRY = re.compile(r'^(\*{1,2}\w+): \S')
@@ -31,10 +26,8 @@ NOT_LITERAL = object()  # its default is an expression such as dict(type='LN')
 
 
 def checked_files() -> List[Path]:
-    """The package's Python files outside :data:`NOT_CHECKED_YET`, sorted."""
-    skipped = [PACKAGE / sub for sub in NOT_CHECKED_YET]
-    return [path for path in sorted(PACKAGE.rglob('*.py'))
-            if not any(root in path.parents for root in skipped)]
+    """The package's Python files, sorted."""
+    return sorted(PACKAGE.rglob('*.py'))
 
 
 def public_definitions(tree: ast.Module) -> Iterator[Tuple[str, ast.AST, Dict[str, object]]]:

@@ -422,7 +422,8 @@ def ssd_scan(
             :func:`select_backend`). Defaults to None.
 
     Returns:
-        y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when asked for.
+        Tensor | tuple(Tensor): y (B, L, H, P) in x's dtype, and final_states (B, H, P, N) when
+        asked for.
     """
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states)
     out = _run(*(None if t is None else t.unsqueeze(0)
@@ -481,7 +482,8 @@ def ssd_scan_directions(
             :func:`select_backend`). Defaults to None.
 
     Returns:
-        y (K, B, L, H, P) in x's dtype, and final_states (K, B, H, P, N) when asked for.
+        Tensor | tuple(Tensor): y (K, B, L, H, P) in x's dtype, and final_states
+        (K, B, H, P, N) when asked for.
     """
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_limit, initial_states,
               stacked=True)
@@ -510,12 +512,17 @@ def ssd_mixing_matrix(
     Args:
         dt (Tensor): (B, L, H).
         A (Tensor): (H,).
-        B, C (Tensor): (B, L, G, N).
-        dt_bias, dt_softplus, dt_limit, reverse: as in :func:`ssd_scan`.
+        B (Tensor): (B, L, G, N).
+        C (Tensor): (B, L, G, N).
+        dt_bias (Tensor, optional): (H,) added to dt, as in :func:`ssd_scan`. Defaults to None.
+        dt_softplus (bool): Softplus on dt + dt_bias. Defaults to False.
+        dt_limit (tuple[float, float]): (min, max) clamp on dt' (skipped for (0, inf)).
+            Defaults to ``(0.0, inf)``.
+        reverse (bool): The scan runs from the last token to the first. Defaults to False.
 
     Returns:
-        M (B, H, L, L) float32 with ``y = einsum('bhij,bjhp->bihp', M, x) + D * x`` (before the z
-        gate) for the scan of any x with these dt, A, B, C.
+        Tensor: M (B, H, L, L) float32 with ``y = einsum('bhij,bjhp->bihp', M, x) + D * x``
+        (before the z gate) for the scan of any x with these dt, A, B, C.
     """
     batch, length, heads = _tensor_shape('dt', dt, 3, '(B, L, H)')
     _tensor_shape('B', B, 4, '(B, L, G, N)')

@@ -300,9 +300,13 @@ def dA_cumsum_bwd(lay: ChunkLayout, ddA: Tensor, ddA_cumsum: Tensor, ddt: Tensor
     """d dt (K, B, L, H), dA (K, H) and d dt_bias (K, H) or None.
 
     Args:
-        ddA: dL/d(dt' A) (R, H, n_c, Q) that the other stages computed directly.
-        ddA_cumsum: dL/ds (R, H, n_c, Q) of the other stages' terms in s.
-        ddt: dL/d(dt') (R, H, Lp) through the explicit dt' factors of the other stages.
+        lay (ChunkLayout): The layout.
+        ddA (Tensor): dL/d(dt' A) (R, H, n_c, Q) that the other stages computed directly.
+        ddA_cumsum (Tensor): dL/ds (R, H, n_c, Q) of the other stages' terms in s.
+        ddt (Tensor): dL/d(dt') (R, H, Lp) through the explicit dt' factors of the other
+            stages.
+        dt (Tensor): dt' (R, H, Lp) of the forward pass.
+        inp (ScanInputs): The op's inputs.
     """
     # s = running sums of dt' A, so dL/d(dt' A) = the running sums of dL/ds the other way round
     ddA = ddA + torch.cat([_running_sum(ddA_cumsum[d.rows], not d.reverse)
@@ -377,7 +381,9 @@ class DirectionViews:
     Args:
         lay (ChunkLayout): the layout.
         d (Direction): the direction.
-        x_dt, B, C (Tensor): stacked tensors of the forward pass.
+        x_dt (Tensor): The stacked x dt' of the forward pass.
+        B (Tensor): The stacked B of the forward pass.
+        C (Tensor): The stacked C of the forward pass.
         decays (Decays): their decays.
         **grads (Tensor): stacked gradients dy, d_x_dt, dB, dC and the (R, G, Lp, Hg) sums
             state_terms, out_terms of the backward pass.
@@ -444,12 +450,12 @@ def state_passing_fwd(lay: ChunkLayout, x_dt: Tensor, B_s: Tensor, C_s: Tensor, 
     chunk adds nothing, and the state leaving the last chunk is only computed as the final state.
 
     Args:
-        initial_states: (K, B, H, P, N), or None for zeros.
+        initial_states (Tensor | None): (K, B, H, P, N), or None for zeros.
 
     Returns:
-        the final states (K, B, H, P, N) (None unless ``want_final``); with ``want_states``
-        (the backward pass's recomputation), H_c entering every chunk (R, G, n_c, N, Hg, P),
-        else None.
+        tuple: The final states (K, B, H, P, N) (None unless ``want_final``); with
+        ``want_states`` (the backward pass's recomputation), H_c entering every chunk
+        (R, G, n_c, N, Hg, P), else None.
     """
     G, N, Hg, P, q = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q
     states = lay.new(lay.rows, G, lay.n_chunks, N, Hg, P) if want_states else None
@@ -488,7 +494,7 @@ def state_passing_bwd(lay: ChunkLayout, states: Tensor, decays: Decays,
     grads.ddA. ``d_final``: dL/d(final states) (K, B, H, P, N), or None.
 
     Returns:
-        dL/d(initial states) (K, B, H, P, N) if ``has_initial``, else None.
+        Tensor | None: dL/d(initial states) (K, B, H, P, N) if ``has_initial``, else None.
     """
     G, N, Hg, P, q, nc = lay.groups, lay.dstate, lay.per_group, lay.headdim, lay.q, lay.n_chunks
     per_token = (lay.rows, G, lay.padded, Hg)

@@ -29,23 +29,26 @@ def ssd_scan_naive(
     """Run the SSD recurrence token by token in float64.
 
     Args:
-        x: (B, L, H, P) inputs.
-        dt: (B, L, H) step sizes before ``dt_bias`` / softplus / clamping.
-        A: (H,) per-head decay rates (negative for a stable scan).
-        B: (B, L, G, N) input projections, head h uses group h // (H // G).
-        C: (B, L, G, N) output projections.
-        D: (H,) or (H, P) skip connection, optional.
-        z: (B, L, H, P) gate, ``y * silu(z)``, optional.
-        dt_bias: (H,) added to ``dt`` first, optional.
-        dt_softplus: apply softplus to ``dt + dt_bias``.
-        dt_limit: clamp range applied last unless it is ``(0, inf)``.
-        initial_states: (B, H, P, N) state before the first step (the step at t = L-1 when
-            ``reverse``), zeros if None.
-        return_final_states: also return the state after the last step.
-        reverse: run t from L-1 down to 0.
+        x (Tensor): (B, L, H, P) inputs.
+        dt (Tensor): (B, L, H) step sizes before ``dt_bias`` / softplus / clamping.
+        A (Tensor): (H,) per-head decay rates (negative for a stable scan).
+        B (Tensor): (B, L, G, N) input projections, head h uses group h // (H // G).
+        C (Tensor): (B, L, G, N) output projections.
+        D (Tensor, optional): (H,) or (H, P) skip connection. Defaults to None.
+        z (Tensor, optional): (B, L, H, P) gate, ``y * silu(z)``. Defaults to None.
+        dt_bias (Tensor, optional): (H,) added to ``dt`` first. Defaults to None.
+        dt_softplus (bool): Apply softplus to ``dt + dt_bias``. Defaults to False.
+        dt_limit (tuple(float)): Clamp range, applied last unless it is ``(0, inf)``.
+            Defaults to ``(0.0, inf)``.
+        initial_states (Tensor, optional): (B, H, P, N) state before the first step (the step
+            at t = L-1 when ``reverse``); zeros if None. Defaults to None.
+        return_final_states (bool): Also return the state after the last step.
+            Defaults to False.
+        reverse (bool): Run t from L-1 down to 0. Defaults to False.
 
     Returns:
-        y (B, L, H, P) float64, and final_states (B, H, P, N) float64 if asked for.
+        Tensor | tuple(Tensor): y (B, L, H, P) float64, and final_states (B, H, P, N) float64
+        if asked for.
         Differentiable with respect to every tensor input.
     """
     f64 = torch.float64

@@ -45,7 +45,8 @@ def ssd_chunked_reference(
     (float64 for the tests; float32 where an exporter lowers the op to it).
 
     Returns:
-        y (B, L, H, P), and final_states (B, H, P, N) when asked for, in ``dtype``.
+        Tensor | tuple(Tensor): y (B, L, H, P), and final_states (B, H, P, N) when asked for,
+        in ``dtype``.
     """
 
     batch, length, heads, _ = x.shape

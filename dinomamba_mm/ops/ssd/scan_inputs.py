@@ -16,10 +16,15 @@ class ScanInputs:
     directions stacked along its first dimension, and the options they share.
 
     Args:
-        x, dt, A, B, C (Tensor): (K, B, L, H, P), (K, B, L, H) before ``dt_bias`` / softplus /
-            clamp, (K, H), (K, B, L, G, N), (K, B, L, G, N).
-        D, z, dt_bias, initial_states (Tensor | None): (K, H) or (K, H, P), (K, B, L, H, P),
-            (K, H), (K, B, H, P, N); None where absent.
+        x (Tensor): (K, B, L, H, P).
+        dt (Tensor): (K, B, L, H) before ``dt_bias`` / softplus / clamp.
+        A (Tensor): (K, H).
+        B (Tensor): (K, B, L, G, N).
+        C (Tensor): (K, B, L, G, N).
+        D (Tensor | None): (K, H) or (K, H, P); None where absent.
+        z (Tensor | None): (K, B, L, H, P); None where absent.
+        dt_bias (Tensor | None): (K, H); None where absent.
+        initial_states (Tensor | None): (K, B, H, P, N); None where absent.
         reverse (tuple[bool]): per direction, scan from the last token to the first.
         chunk_size (int): chunk length (see ``api.ssd_scan``).
         dt_softplus (bool): softplus on dt + dt_bias.
