@@ -3,7 +3,7 @@ each part within a time budget, printing as it goes.
 
     python tools/benchmarks/gpu_check.py                      # every part, on CUDA
     python tools/benchmarks/gpu_check.py --parts a --budget a=300 --out DIR
-    python tools/benchmarks/gpu_check.py --device cpu --tiny  # the rehearsal, about a minute
+    python tools/benchmarks/gpu_check.py --device cpu --tiny  # the rehearsal, about 80 s
 
 Parts, in this order. Each runs in a child process stopped at its budget (seconds, plus what the
 parts before it left unused; ``--budget PART=SECONDS`` changes one), and its output goes to
