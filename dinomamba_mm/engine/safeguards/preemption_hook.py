@@ -13,8 +13,8 @@ from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
-from . import resumable_checkpoint_hook
 from .random_state_hook import capture_random_states, restore_random_states
+from .run_guards import check_same_epoch_length
 
 #: the exit status of a run stopped by a signal after its checkpoint was saved: sysexits.h's
 #: EX_TEMPFAIL ("a temporary failure; the user is invited to retry"), told apart from 0 (done),
@@ -148,7 +148,7 @@ class PreemptionHook(Hook):
             position = dict(position, random_states=None, epoch_random_states=None)
         if isinstance(loop, EpochBasedTrainLoop):
             epoch_length = len(loop.dataloader)
-            resumable_checkpoint_hook.check_same_epoch_length(
+            check_same_epoch_length(
                 runner, position['batches_per_epoch'], loaded['name'])
             done = runner.iter - runner.epoch * epoch_length
             if 0 < done <= epoch_length:

@@ -3,7 +3,7 @@ import os.path as osp
 from collections import deque
 from typing import Optional
 
-from mmengine.dist import get_world_size, is_main_process
+from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import EpochBasedTrainLoop
 
@@ -11,6 +11,7 @@ from dinomamba_mm.compat import leave_default_statistics_out
 from dinomamba_mm.engine.hook_options import checked_options
 from dinomamba_mm.registry import HOOKS
 from . import preemption_hook
+from .run_guards import check_same_epoch_length
 from .atomic_local_backend import AtomicLocalBackend  # noqa: F401  (registers 'atomic_local')
 
 #: runtime-info key of the steps of the checkpoints kept (mmengine's CheckpointHook's, so that
@@ -150,19 +151,3 @@ class ResumableCheckpointHook(CheckpointHook):
                      f'than max_iters. {fallback}')
         raise ValueError(f'cannot resume from iteration {iteration} under EpochBasedTrainLoop: '
                          f'the checkpoint was saved {where}')
-
-
-def check_same_epoch_length(runner, saved_length: Optional[int], name: str) -> None:
-    """ValueError unless the training epoch of ``runner`` has ``saved_length`` iterations, as
-    the run that saved checkpoint ``name`` (None: unknown, nothing to compare)."""
-    loader = runner.train_dataloader
-    epoch_length = len(loader)
-    if saved_length in (None, epoch_length):
-        return
-    raise ValueError(
-        f'cannot resume from {name} (epoch {runner.epoch}, iteration {runner.iter}): it was '
-        f'saved with {saved_length} iterations per epoch, this run has {epoch_length} '
-        f'({len(loader.dataset)} samples, batch size {loader.batch_size} per process, '
-        f'{get_world_size()} process(es)): the batch size, the dataset or the number of '
-        'processes changed. Resume with the ones it was saved with, or start a new run from '
-        'its weights (load_from without --resume)')

@@ -1,6 +1,6 @@
 """What tools/train.py and tools/test.py check around mmengine's Runner: unread config keys,
-the training length, one training run per work dir, a process that stopped answering; and how
-they add a hook of ours to a config."""
+the training length, the epoch length a resumed run was saved with, one training run per work
+dir, a process that stopped answering; and how they add a hook of ours to a config."""
 import contextlib
 import difflib
 import fcntl
@@ -13,6 +13,7 @@ from typing import Iterator, Optional
 
 import torch.distributed as torch_dist
 from mmengine.config import Config
+from mmengine.dist import get_world_size
 from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
@@ -57,6 +58,22 @@ def check_train_length(cfg: Config) -> None:
     for key in ('max_epochs', 'max_iters'):
         if key in train_cfg:
             check_int(f'train_cfg.{key}', train_cfg[key], 1)
+
+
+def check_same_epoch_length(runner, saved_length: Optional[int], name: str) -> None:
+    """ValueError unless the training epoch of ``runner`` has ``saved_length`` iterations, as
+    the run that saved checkpoint ``name`` (None: unknown, nothing to compare)."""
+    loader = runner.train_dataloader
+    epoch_length = len(loader)
+    if saved_length in (None, epoch_length):
+        return
+    raise ValueError(
+        f'cannot resume from {name} (epoch {runner.epoch}, iteration {runner.iter}): it was '
+        f'saved with {saved_length} iterations per epoch, this run has {epoch_length} '
+        f'({len(loader.dataset)} samples, batch size {loader.batch_size} per process, '
+        f'{get_world_size()} process(es)): the batch size, the dataset or the number of '
+        'processes changed. Resume with the ones it was saved with, or start a new run from '
+        'its weights (load_from without --resume)')
 
 
 @contextlib.contextmanager
