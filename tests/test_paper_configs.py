@@ -49,7 +49,8 @@ def _dinovim_configs():
     paths = glob.glob(osp.join(BENCH, '**', '*.py'), recursive=True)
     paths += glob.glob(osp.join(ROOT, 'configs', 'ade20k', '*dinovim*.py'))
     paths += glob.glob(osp.join(ROOT, 'configs', 'coco', '*dinovim*.py'))
-    return sorted(p for p in paths if 'dinovim' in osp.basename(p) or 'dinomamba' in p)
+    return sorted(p for p in paths
+                  if any(name in osp.basename(p) for name in ('dinovim', 'dinomamba')))
 
 
 @pytest.mark.parametrize('path', _dinovim_configs(), ids=osp.basename)
