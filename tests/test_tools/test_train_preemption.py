@@ -16,6 +16,8 @@ import sys
 import pytest
 import torch
 
+import dinomamba_mm  # noqa: F401  (torch's allow-list for mmengine's classes in checkpoints)
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.join(ROOT, 'tests'))
 from helpers.tiny_cls_data import write_tiny_cls_dataset  # noqa: E402
@@ -157,3 +159,57 @@ def test_sigterm_from_outside_saves_the_iteration_and_resume_continues_exactly(t
     full = str(tmp_path / 'full')
     train_here(config, full)
     check_resumed_as_uninterrupted(config, full, stopped, 'iter_6', 6)
+
+
+def start_two_processes(config, work_dir, port, *extra):
+    """tools/train.py --launcher pytorch as two CPU processes (gloo), as a launcher starts them;
+    returns the two Popen objects, rank 0 first."""
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2',
+                   LOCAL_WORLD_SIZE='2', MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
+                   OMP_NUM_THREADS='1', PYTHONPATH=os.pathsep.join(
+                       [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
+        procs.append(subprocess.Popen(
+            [sys.executable, 'tools/train.py', config, '--work-dir', work_dir, '--launcher',
+             'pytorch', *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+def finish(procs):
+    outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+    return [proc.returncode for proc in procs], outputs
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_stops_every_rank_after_the_same_iteration(tmp_path):
+    """Two processes, SIGUSR1 to rank 1 only after iteration 3 (IterBasedTrainLoop, 2 images
+    per process and iteration): the ranks all-reduce the signal, so both save nothing more,
+    stop after iteration 3 with status 75 once rank 0 has written iter_3.pth, and the resumed
+    two-process run logs the losses of an uninterrupted two-process run."""
+    config = write_config(tmp_path, ITERS)
+    with open(config, 'a') as f:
+        f.write("env_cfg = dict(dist_cfg=dict(backend='gloo'))\n"
+                "model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)\n")
+    signalled = tmp_path / 'config_signalled.py'
+    signalled.write_text(
+        "_base_ = ['./config.py']\n"
+        "custom_hooks = [dict(type='dinomamba_mm.RandomStateHook'), dict(type='KillAfterIterHook',"
+        " kill_after=3, signal_name='SIGUSR1', rank=1)]\n")
+    stopped, full = str(tmp_path / 'stopped'), str(tmp_path / 'full')
+    codes, outputs = finish(start_two_processes(str(signalled), stopped, 29541))
+    assert codes == [75, 75], '\n'.join(output[-3000:] for output in outputs)
+    # mmengine's logger prints on rank 0 only
+    assert 'SIGUSR1 received: training stopped after iteration 3 of 6' in outputs[0]
+    assert torch.load(osp.join(stopped, 'iter_3.pth'),
+                      weights_only=True)['meta']['preempted_by'] == 'SIGUSR1'
+    codes, outputs = finish(start_two_processes(config, full, 29542))
+    assert codes == [0, 0], '\n'.join(output[-3000:] for output in outputs)
+    codes, outputs = finish(start_two_processes(config, stopped, 29543, '--resume'))
+    assert codes == [0, 0], '\n'.join(output[-3000:] for output in outputs)
+    assert sorted(losses(full)) == list(range(1, 7))
+    assert losses(stopped) == losses(full)
+    expected, resumed = weights(full, 'iter_6'), weights(stopped, 'iter_6')
+    for key in expected:
+        assert torch.equal(resumed[key], expected[key]), key
