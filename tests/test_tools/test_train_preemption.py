@@ -59,31 +59,39 @@ ITERS = dict(workers=0, worker_init_fn='', train_cfg='by_epoch=False, max_iters=
              checkpoint='by_epoch=False, interval=2', last='iter_6')
 
 
-def write_config(root, kind, stop=None):
+def write_config(root, kind, stop=None, two_processes=False):
+    """config.py of ``kind`` and, with ``stop`` = (iteration, signal name[, rank]), also
+    config_signalled.py that sends the signal after that iteration (on that rank only)."""
     data = write_tiny_cls_dataset(str(root / 'data'))
     text = CONFIG.replace('{data}', data)
     for key, value in kind.items():
         text = text.replace('{%s}' % key, str(value))
+    if two_processes:
+        text += ("env_cfg = dict(dist_cfg=dict(backend='gloo'))\n"
+                 "model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)\n")
     path = root / 'config.py'
     path.write_text(text)
     if stop is None:
         return str(path)
+    iteration, name, rank = (*stop, None)[:3]
     signalled = root / 'config_signalled.py'
     signalled.write_text(
         "_base_ = ['./config.py']\n"
         "custom_hooks = [dict(type='dinomamba_mm.RandomStateHook'), dict(type='KillAfterIterHook',"
-        f" kill_after={stop[0]}, signal_name='{stop[1]}')]\n")
+        f" kill_after={iteration}, signal_name='{name}', rank={rank})]\n")
     return str(path), str(signalled)
 
 
-def start(config, work_dir):
-    # the runs in this process are its oracle: the same number of threads gives the same bits
-    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()),
+def start(config, work_dir, *options, threads=None, **env):
+    """tools/train.py with ``options`` in a child process, its output piped. By default it runs
+    on as many threads as this process, whose in-process runs are the oracle: the same number
+    of threads gives the same bits."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads or torch.get_num_threads()),
                PYTHONPATH=os.pathsep.join(
-                   [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
-    return subprocess.Popen([sys.executable, 'tools/train.py', config, '--work-dir', work_dir],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                   [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]), **env)
+    return subprocess.Popen([sys.executable, 'tools/train.py', config, '--work-dir', work_dir,
+                             *options], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def train_here(config, work_dir, *extra):
@@ -161,20 +169,13 @@ def test_sigterm_from_outside_saves_the_iteration_and_resume_continues_exactly(t
     check_resumed_as_uninterrupted(config, full, stopped, 'iter_6', 6)
 
 
-def start_two_processes(config, work_dir, port, *extra):
-    """tools/train.py --launcher pytorch as two CPU processes (gloo), as a launcher starts them;
-    returns the two Popen objects, rank 0 first."""
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2',
-                   LOCAL_WORLD_SIZE='2', MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
-                   OMP_NUM_THREADS='1', PYTHONPATH=os.pathsep.join(
-                       [osp.join(ROOT, 'tests'), ROOT, os.environ.get('PYTHONPATH', '')]))
-        procs.append(subprocess.Popen(
-            [sys.executable, 'tools/train.py', config, '--work-dir', work_dir, '--launcher',
-             'pytorch', *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
-    return procs
+def start_two_processes(config, work_dir, port, *options):
+    """tools/train.py --launcher pytorch as two CPU processes (gloo, one thread each), as a
+    launcher starts them; returns the two Popen objects, rank 0 first."""
+    return [start(config, work_dir, '--launcher', 'pytorch', *options, threads=1,
+                  RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE='2', LOCAL_WORLD_SIZE='2',
+                  MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+            for rank in range(2)]
 
 
 def finish(procs):
@@ -188,17 +189,10 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_iteration(tmp_path
     per process and iteration): the ranks all-reduce the signal, so both save nothing more,
     stop after iteration 3 with status 75 once rank 0 has written iter_3.pth, and the resumed
     two-process run logs the losses of an uninterrupted two-process run."""
-    config = write_config(tmp_path, ITERS)
-    with open(config, 'a') as f:
-        f.write("env_cfg = dict(dist_cfg=dict(backend='gloo'))\n"
-                "model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)\n")
-    signalled = tmp_path / 'config_signalled.py'
-    signalled.write_text(
-        "_base_ = ['./config.py']\n"
-        "custom_hooks = [dict(type='dinomamba_mm.RandomStateHook'), dict(type='KillAfterIterHook',"
-        " kill_after=3, signal_name='SIGUSR1', rank=1)]\n")
+    config, signalled = write_config(tmp_path, ITERS, stop=(3, 'SIGUSR1', 1),
+                                     two_processes=True)
     stopped, full = str(tmp_path / 'stopped'), str(tmp_path / 'full')
-    codes, outputs = finish(start_two_processes(str(signalled), stopped, 29541))
+    codes, outputs = finish(start_two_processes(signalled, stopped, 29541))
     assert codes == [75, 75], '\n'.join(output[-3000:] for output in outputs)
     # mmengine's logger prints on rank 0 only
     assert 'SIGUSR1 received: training stopped after iteration 3 of 6' in outputs[0]
