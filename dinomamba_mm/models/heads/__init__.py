@@ -1,4 +1,5 @@
 from .dino_loss_head import DINOLossHead
 from .dino_projection_head import DINOProjectionHead
+from .linear_seg_head import LinearSegHead
 
-__all__ = ['DINOLossHead', 'DINOProjectionHead']
+__all__ = ['DINOLossHead', 'DINOProjectionHead', 'LinearSegHead']
