@@ -1,10 +1,12 @@
 """Features of a frozen backbone, computed once per image, as a dataset for probes and heads."""
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from mmengine.dataset import BaseDataset
+from mmengine.structures import BaseDataElement
 
+from dinomamba_mm.argument_checks import check_bool
 from dinomamba_mm.registry import DATASETS
 
 
@@ -55,12 +57,33 @@ class PrecomputedFeatureDataset(BaseDataset):
     Args:
         ann_file (str): The ``.npz`` file (joined to ``data_root``).
         metainfo (dict, optional): e.g. ``dict(classes=...)`` for the metrics. Defaults to None.
+        pack_once (bool): Run the pipeline once per sample and serve its output again in later
+            epochs, each time with a new data sample (the same tensors, a copy of the fields),
+            so that what a data preprocessor or model sets on one does not reach the next
+            epoch. Only for a pipeline without random transforms, such as the packer alone: on
+            a probe's class tokens the per-sample packing is most of the training time. Defaults
+            to False.
         **kwargs: mmengine ``BaseDataset`` arguments (``data_root``, ``pipeline``,
             ``indices``, ...).
     """
 
-    def __init__(self, ann_file: str, metainfo: Optional[dict] = None, **kwargs) -> None:
+    def __init__(self, ann_file: str, metainfo: Optional[dict] = None, pack_once: bool = False,
+                 **kwargs) -> None:
+        check_bool('pack_once', pack_once)
+        self.pack_once = pack_once
+        self._packed: Dict[int, dict] = {}
         super().__init__(ann_file=ann_file, metainfo=metainfo, **kwargs)
+
+    def prepare_data(self, idx: int) -> dict:
+        if not self.pack_once:
+            return super().prepare_data(idx)
+        if idx not in self._packed:
+            self._packed[idx] = super().prepare_data(idx)
+        packed = self._packed[idx]
+        if packed is None:
+            return None
+        return {key: value.new() if isinstance(value, BaseDataElement) else value
+                for key, value in packed.items()}
 
     def load_data_list(self) -> List[dict]:
         if not osp.isfile(self.ann_file):

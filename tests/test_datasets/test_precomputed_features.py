@@ -140,3 +140,38 @@ def test_the_backbone_passes_features_through():
     with pytest.raises(TypeError, match=r'\(B, C\) or \(B, C, h, w\) tensor, got .*5'):
         backbone(torch.randn(5))
     assert not list(backbone.parameters())
+
+
+def test_pack_once_packs_each_sample_once_and_serves_new_data_samples(tmp_path):
+    """Over two epochs the packer runs once per sample; every serving equals what mmpretrain's
+    packer gives without the option (the oracle), with a data sample of its own."""
+    from mmpretrain.datasets.transforms import PackInputs
+    rng = np.random.default_rng(2)
+    tokens = rng.standard_normal((4, 3))
+    save_precomputed_features(str(tmp_path / 'cls.npz'), tokens, labels=[2, 0, 1, 2])
+    calls = []
+
+    def counting_packer(results):
+        calls.append(results['sample_idx'])
+        return PackInputs()(results)
+
+    cached = PrecomputedFeatureDataset(str(tmp_path / 'cls.npz'), pipeline=[counting_packer],
+                                       pack_once=True)
+    plain = PrecomputedFeatureDataset(str(tmp_path / 'cls.npz'), pipeline=[PackInputs()])
+    served = [[cached[i] for i in range(4)] for _ in range(2)]
+    assert sorted(calls) == [0, 1, 2, 3]
+    for epoch in served:
+        for i, sample in enumerate(epoch):
+            expected = plain[i]
+            torch.testing.assert_close(sample['inputs'], expected['inputs'])
+            assert int(sample['data_samples'].gt_label) == int(expected['data_samples'].gt_label)
+    first, second = served[0][1]['data_samples'], served[1][1]['data_samples']
+    assert first is not second
+    first.set_gt_score(torch.ones(3))  # as mmpretrain's preprocessor does with mixup
+    assert 'gt_score' not in second and 'gt_score' not in cached[1]['data_samples']
+
+
+def test_pack_once_must_be_a_bool(tmp_path):
+    save_precomputed_features(str(tmp_path / 'cls.npz'), np.zeros((2, 3)), labels=[0, 1])
+    with pytest.raises(TypeError, match="pack_once.*'yes'"):
+        PrecomputedFeatureDataset(str(tmp_path / 'cls.npz'), pack_once='yes')
