@@ -12,7 +12,7 @@ the stock mmengine Runner):
    tokens of the last block), for the heads below;
 5. linear probes of the five backbones (``configs/demo/linear-probe_features-demo_synthetic.py``);
 6. the dense miniature: a linear segmentation head on the three DINO backbones
-   (``configs/demo/fcn-linear_features-demo_synthetic.py``);
+   (``configs/demo/linear-seg_features-demo_synthetic.py``);
 7. figures, the tables with the paper's figures beside them, and the paper's orderings with a
    verdict each.
 
@@ -48,7 +48,7 @@ from tqdm import tqdm
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG_DIR = osp.join(REPO, 'configs/demo')
 PROBE_CONFIG = osp.join(CONFIG_DIR, 'linear-probe_features-demo_synthetic.py')
-SEGMENTATION_CONFIG = osp.join(CONFIG_DIR, 'fcn-linear_features-demo_synthetic.py')
+SEGMENTATION_CONFIG = osp.join(CONFIG_DIR, 'linear-seg_features-demo_synthetic.py')
 SCENES_CONFIG = osp.join(CONFIG_DIR, 'synthetic-scenes_64px.py')
 SHIPPED_DIR = osp.join(REPO, 'checkpoints/demo')
 MAKE_SYNTHETIC = osp.join(REPO, 'tools/data/make_synthetic.py')

@@ -33,8 +33,10 @@ model = dict(
         topk=(1, ),
         init_cfg=dict(type='Normal', layer='Linear', std=0.01)))
 
+# no transform but the packer: each scene is packed once, not once per epoch
 dataset = dict(type='dinomamba_mm.PrecomputedFeatureDataset', data_root=features,
-               metainfo=dict(classes=classes), pipeline=[dict(type='PackInputs')])
+               metainfo=dict(classes=classes), pipeline=[dict(type='PackInputs')],
+               pack_once=True)
 train_dataloader = dict(
     batch_size=256,
     num_workers=0,

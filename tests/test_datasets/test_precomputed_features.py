@@ -14,7 +14,7 @@ from dinomamba_mm.models.backbones import PrecomputedFeatures
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 PROBE_CONFIG = osp.join(ROOT, 'configs', 'demo', 'linear-probe_features-demo_synthetic.py')
 SEGMENTATION_CONFIG = osp.join(ROOT, 'configs', 'demo',
-                               'fcn-linear_features-demo_synthetic.py')
+                               'linear-seg_features-demo_synthetic.py')
 
 
 def _runner(config, features, work_dir, **changes):
@@ -76,7 +76,7 @@ def test_segmentation_head_scores_a_hand_counted_miou(tmp_path, plain_config_tex
     save_precomputed_features(str(tmp_path / 'train.npz'), features,
                               seg_maps=labels.astype(np.uint8))
     runner = _runner(SEGMENTATION_CONFIG, tmp_path, tmp_path / 'work', **{
-        'model.decode_head.in_channels': num_classes, 'model.decode_head.channels': num_classes})
+        'model.decode_head.in_channels': num_classes})
     head = runner.model.decode_head
     with torch.no_grad():
         head.conv_seg.weight.copy_(10 * torch.eye(num_classes)[..., None, None])
