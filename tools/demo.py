@@ -413,13 +413,16 @@ def plot_spectra(rows: List[dict], path: str) -> str:
 
 def class_token_maps(args, model: DemoModel, checkpoint: str, settings: dict) -> List[float]:
     """Mean Binary-AUC of the class-token similarity map at every block over the first val
-    scenes (the tool also writes overlays of the last block and maps.npz to
-    ``<work-dir>/maps/<key>``)."""
+    scenes, in batches of the scenes' val loader (all 64 px; the tool also writes overlays of
+    the last block and maps.npz to ``<work-dir>/maps/<key>``)."""
+    from mmengine.config import Config
+    batch_size = Config.fromfile(SCENES_CONFIG).val_dataloader.batch_size
     blocks = num_blocks(model)
     argv = [model.config, '--checkpoint', checkpoint, '--data-config', SCENES_CONFIG,
             '--data-root', osp.join(args.data_root, 'cls'), '--map-type', 'similarity',
             '--layers', *[str(i) for i in range(blocks)],
             '--num-images', str(settings['map_scenes']), '--show', str(settings['shown_scenes']),
+            '--batch-size', str(batch_size),
             '--out-dir', osp.join(args.work_dir, 'maps', model.key)]
     summary = runpy.run_path(BINARY_AUC_TOOL)['main'](argv)
     return [float(value) for value in summary['auc'][:, 0]]

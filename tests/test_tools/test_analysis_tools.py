@@ -93,6 +93,39 @@ def test_token_mixing_rank_tool_rejects_bad_model_spec(tmp_path):
         tool.main(['--out-dir', str(tmp_path), '--model', 'configs/x.py'])
 
 
+def test_binary_auc_tool_in_batches_scores_each_image_as_one_at_a_time(tmp_path):
+    """Batches of 3 over the first 5 of 6 scenes (the second batch cut to 2) give each image the
+    AUCs it gets in a forward pass of its own, and the overlays keep the images' numbers."""
+    make_synthetic.make_synthetic(str(tmp_path / 'synthetic'), seed=2, num_train=1, num_val=6,
+                                  seg_size=32, layouts=['ade'])
+    model_cfg = tmp_path / 'tiny_dinovim.py'
+    model_cfg.write_text(
+        "default_scope = 'mmpretrain'\n"
+        "model = dict(backbone=dict(type='dinomamba_mm.DinoVim', arch=dict(embed_dims=32, "
+        "num_layers=2, headdim=16, d_state=8, chunk_size=64), img_size=64, patch_size=16, "
+        "drop_path_rate=0.))\n")
+    tool = _tool('binary_auc')
+    torch.manual_seed(0)
+    backbone = tool.build_backbone(tool.Config.fromfile(str(model_cfg)))
+    torch.save(dict(state_dict={f'backbone.{k}': v for k, v in backbone.state_dict().items()}),
+               tmp_path / 'model.pth')
+    summaries, overlays = {}, {}
+    for batch_size in (1, 3):
+        out = tmp_path / f'out{batch_size}'
+        summaries[batch_size] = tool.main([
+            str(model_cfg), '--checkpoint', str(tmp_path / 'model.pth'),
+            '--data-config', osp.join(REPO, 'configs/_base_/datasets/synthetic_ade.py'),
+            '--data-root', str(tmp_path / 'synthetic' / 'ade'), '--out-dir', str(out),
+            '--layers', '0', '1', '--num-images', '5', '--show', '5',
+            '--batch-size', str(batch_size)])
+        overlays[batch_size] = sorted(p.name for p in out.glob('overlay_*.png'))
+    one, batched = summaries[1], summaries[3]
+    assert one['num_images'] == batched['num_images'] == 5
+    np.testing.assert_allclose(batched['per_image'], one['per_image'], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(batched['auc'], one['auc'], rtol=0, atol=1e-6)
+    assert overlays[3] == overlays[1] and overlays[1]  # named by image, not by batch
+
+
 @pytest.mark.parametrize('name, argv, message', [
     ('token_mixing_rank', ['--block-size', '0'], '--block-size must be an int >= 1, got 0'),
     ('token_mixing_rank', ['--num-images', '0'], '--num-images must be an int >= 1, got 0'),
@@ -101,6 +134,7 @@ def test_token_mixing_rank_tool_rejects_bad_model_spec(tmp_path):
     ('binary_auc', ['config.py', '--num-images', '-3'],
      '--num-images must be an int >= 1, got -3'),
     ('binary_auc', ['config.py', '--show', '-1'], '--show must be an int >= 0, got -1'),
+    ('binary_auc', ['config.py', '--batch-size', '0'], '--batch-size must be an int >= 1, got 0'),
 ])
 def test_analysis_tools_name_bad_numbers(tmp_path, name, argv, message):
     """--block-size 0 fell back to the default, --num-images 0 failed inside torch.stack, and

@@ -87,17 +87,21 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="keep the dataset's reduce_zero_label (then set the ids to match)")
     parser.add_argument('--num-images', type=int, help='first N images only')
     parser.add_argument('--show', type=int, default=4, help='overlays of the first K images')
+    parser.add_argument('--batch-size', type=int, default=1,
+                        help='images per forward pass; above 1 only for a dataset whose test '
+                        'images are all of one size, as mmseg\'s data preprocessor requires '
+                        '(default: 1)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override settings of CONFIG')
     args = parser.parse_args(argv)
-    check_int_options(args, dict(num_images=1, show=0))
+    check_int_options(args, dict(num_images=1, show=0, batch_size=1))
     return args
 
 
 def build_dataloader(data_cfg: Config, keep_reduce_zero_label: bool,
-                     data_root: str = None):
+                     data_root: str = None, batch_size: int = 1):
     loader = dict(data_cfg.test_dataloader)
-    loader.update(batch_size=1, num_workers=0, persistent_workers=False)
+    loader.update(batch_size=batch_size, num_workers=0, persistent_workers=False)
     dataset = dict(loader['dataset'])
     if not keep_reduce_zero_label and 'reduce_zero_label' in dataset:
         dataset['reduce_zero_label'] = False
@@ -210,7 +214,8 @@ def main(argv: List[str] = None) -> dict:
     data_cfg = Config.fromfile(args.data_config) if args.data_config else cfg
     os.makedirs(args.out_dir, exist_ok=True)
     model = build_model(cfg, args)
-    loader = build_dataloader(data_cfg, args.keep_reduce_zero_label, args.data_root)
+    loader = build_dataloader(data_cfg, args.keep_reduce_zero_label, args.data_root,
+                              args.batch_size)
     metric = BinaryAUC(mode=args.mode, num_thresholds=args.num_thresholds,
                        background_ids=args.background_ids, ignore_ids=args.ignore_ids,
                        pooled=True)
@@ -218,20 +223,23 @@ def main(argv: List[str] = None) -> dict:
                                                                      len(loader.dataset))
     progress = ProgressBar(total)
     shown = []
+    seen = 0
     with torch.no_grad():
-        for index, batch in enumerate(loader):
-            if index >= total:
+        for batch in loader:
+            if seen >= total:
                 break
-            samples = [s.to_dict() for s in model.test_step(batch)]
+            samples = [s.to_dict() for s in model.test_step(batch)][:total - seen]
             metric.process(batch, samples)
-            for sample, result in zip(samples, metric.results[-len(samples):]):
+            for index, (sample, result) in enumerate(
+                    zip(samples, metric.results[-len(samples):]), start=seen):
                 if len(shown) < args.show and not result['skipped']:
                     shown.append(shown_sample(sample, result, metric))
                     save_maps_side_by_side([shown[-1]['image']], [shown[-1]['mask']],
                                            [(shown[-1]['what'], [shown[-1]['score']],
                                              [shown[-1]['auc']])],
                                            osp.join(args.out_dir, f'overlay_{index:03d}.png'))
-            progress.update()
+                progress.update()
+            seen += len(samples)
     print()
     summary = metric.summarize(metric.results)
     print(write_tables(summary, args.out_dir))
