@@ -21,15 +21,22 @@ def _tool(name):
     return load_tool(f'tools/analysis/{name}.py')
 
 
-def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):
-    make_synthetic.make_synthetic(str(tmp_path / 'synthetic'), seed=1, num_train=1, num_val=3,
-                                  seg_size=32, layouts=['ade'])
+def _synthetic_ade_and_tiny_dinovim(tmp_path, seed, num_val):
+    """The synthetic ADE-style set in tmp_path/synthetic/ade (32 px label maps) and the config
+    of a 2-block DinoVim; returns the config's path."""
+    make_synthetic.make_synthetic(str(tmp_path / 'synthetic'), seed=seed, num_train=1,
+                                  num_val=num_val, seg_size=32, layouts=['ade'])
     model_cfg = tmp_path / 'tiny_dinovim.py'
     model_cfg.write_text(
         "default_scope = 'mmpretrain'\n"
         "model = dict(backbone=dict(type='dinomamba_mm.DinoVim', arch=dict(embed_dims=32, "
         "num_layers=2, headdim=16, d_state=8, chunk_size=64), img_size=64, patch_size=16, "
         "drop_path_rate=0.))\n")
+    return model_cfg
+
+
+def test_binary_auc_tool_on_synthetic_ade(tmp_path, capsys):
+    model_cfg = _synthetic_ade_and_tiny_dinovim(tmp_path, seed=1, num_val=3)
     tool = _tool('binary_auc')
     # a DINO-style checkpoint: the tool must pick the teacher's weights
     backbone = tool.build_backbone(tool.Config.fromfile(str(model_cfg)))
@@ -96,14 +103,7 @@ def test_token_mixing_rank_tool_rejects_bad_model_spec(tmp_path):
 def test_binary_auc_tool_in_batches_scores_each_image_as_one_at_a_time(tmp_path):
     """Batches of 3 over the first 5 of 6 scenes (the second batch cut to 2) give each image the
     AUCs it gets in a forward pass of its own, and the overlays keep the images' numbers."""
-    make_synthetic.make_synthetic(str(tmp_path / 'synthetic'), seed=2, num_train=1, num_val=6,
-                                  seg_size=32, layouts=['ade'])
-    model_cfg = tmp_path / 'tiny_dinovim.py'
-    model_cfg.write_text(
-        "default_scope = 'mmpretrain'\n"
-        "model = dict(backbone=dict(type='dinomamba_mm.DinoVim', arch=dict(embed_dims=32, "
-        "num_layers=2, headdim=16, d_state=8, chunk_size=64), img_size=64, patch_size=16, "
-        "drop_path_rate=0.))\n")
+    model_cfg = _synthetic_ade_and_tiny_dinovim(tmp_path, seed=2, num_val=6)
     tool = _tool('binary_auc')
     torch.manual_seed(0)
     backbone = tool.build_backbone(tool.Config.fromfile(str(model_cfg)))
