@@ -415,8 +415,7 @@ def class_token_maps(args, model: DemoModel, checkpoint: str, settings: dict) ->
     """Mean Binary-AUC of the class-token similarity map at every block over the first val
     scenes, in batches of the scenes' val loader (all 64 px; the tool also writes overlays of
     the last block and maps.npz to ``<work-dir>/maps/<key>``)."""
-    from mmengine.config import Config
-    batch_size = Config.fromfile(SCENES_CONFIG).val_dataloader.batch_size
+    batch_size = scenes_config(args).val_dataloader.batch_size
     blocks = num_blocks(model)
     argv = [model.config, '--checkpoint', checkpoint, '--data-config', SCENES_CONFIG,
             '--data-root', osp.join(args.data_root, 'cls'), '--map-type', 'similarity',

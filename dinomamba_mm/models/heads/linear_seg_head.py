@@ -1,12 +1,12 @@
 """A linear classifier of every patch token: the decode head of a dense linear probe."""
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch import nn
 
-from dinomamba_mm.argument_checks import check_bool, check_int
+from dinomamba_mm.argument_checks import check_bool, check_int, check_number
 from dinomamba_mm.registry import MODELS
 
 
@@ -35,19 +35,20 @@ class LinearSegHead(BaseModule):
         align_corners (bool): ``align_corners`` of the bilinear resizes. Defaults to False.
         ignore_index (int): The label id left out of the loss. Defaults to 255.
         loss_weight (float): Factor of the cross-entropy. Defaults to 1.0.
-        init_cfg (dict, optional): mmengine init config. Defaults to a normal init of std 0.01
-            and zero bias, as mmseg's decode heads.
+        init_cfg (dict, optional): mmengine init config. Defaults to None: a normal init of
+            std 0.01 and zero bias, as mmseg's decode heads.
     """
 
     def __init__(self, in_channels: int, num_classes: int, in_index: int = -1,
                  align_corners: bool = False, ignore_index: int = 255, loss_weight: float = 1.0,
-                 init_cfg: dict = dict(type='Normal', layer='Conv2d', std=0.01)) -> None:
-        super().__init__(init_cfg=init_cfg)
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg or dict(type='Normal', layer='Conv2d', std=0.01))
         check_int('in_channels', in_channels, 1)
         check_int('num_classes', num_classes, 2)
         check_int('in_index', in_index)
         check_bool('align_corners', align_corners)
         check_int('ignore_index', ignore_index)
+        check_number('loss_weight', loss_weight, 0, exclusive_minimum=True)
         self.in_index = in_index
         self.num_classes = num_classes
         self.out_channels = num_classes  # mmseg's EncoderDecoder reads both

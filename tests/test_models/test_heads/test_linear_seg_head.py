@@ -72,7 +72,8 @@ def test_the_loss_of_a_hand_set_head_is_the_hand_computed_cross_entropy():
 
 
 @pytest.mark.parametrize('argument, value', [('num_classes', 1), ('in_channels', 0),
-                                             ('align_corners', 'no')])
+                                             ('align_corners', 'no'), ('loss_weight', 'x'),
+                                             ('loss_weight', 0.)])
 def test_bad_arguments_are_named(argument, value):
     kwargs = dict(in_channels=4, num_classes=3)
     kwargs[argument] = value
