@@ -35,8 +35,8 @@ class LinearSegHead(BaseModule):
         align_corners (bool): ``align_corners`` of the bilinear resizes. Defaults to False.
         ignore_index (int): The label id left out of the loss. Defaults to 255.
         loss_weight (float): Factor of the cross-entropy. Defaults to 1.0.
-        init_cfg (dict, optional): mmengine init config. Defaults to None: a normal init of
-            std 0.01 and zero bias, as mmseg's decode heads.
+        init_cfg (dict, optional): mmengine init config; None gives a normal init of std 0.01
+            and zero bias, as mmseg's decode heads. Defaults to None.
     """
 
     def __init__(self, in_channels: int, num_classes: int, in_index: int = -1,
