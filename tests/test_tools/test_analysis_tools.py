@@ -126,6 +126,14 @@ def test_binary_auc_tool_in_batches_scores_each_image_as_one_at_a_time(tmp_path)
     assert overlays[3] == overlays[1] and overlays[1]  # named by image, not by batch
 
 
+def test_binary_auc_tool_names_a_batch_of_mixed_sizes():
+    """mmseg's preprocessor asserted without naming the option that made the batch."""
+    check = _tool('binary_auc').check_one_size
+    check([torch.zeros(3, 32, 48), torch.zeros(3, 32, 48)], 2)
+    with pytest.raises(ValueError, match=r'--batch-size 2: .*\(32, 48\), \(40, 48\).*one size'):
+        check([torch.zeros(3, 32, 48), torch.zeros(3, 40, 48)], 2)
+
+
 @pytest.mark.parametrize('name, argv, message', [
     ('token_mixing_rank', ['--block-size', '0'], '--block-size must be an int >= 1, got 0'),
     ('token_mixing_rank', ['--num-images', '0'], '--num-images must be an int >= 1, got 0'),

@@ -112,6 +112,15 @@ def build_dataloader(data_cfg: Config, keep_reduce_zero_label: bool,
         return Runner.build_dataloader(loader)
 
 
+def check_one_size(images: List[torch.Tensor], batch_size: int) -> None:
+    """mmseg's data preprocessor stacks a test batch only when its images have one size."""
+    sizes = sorted({tuple(image.shape[-2:]) for image in images})
+    if len(sizes) > 1:
+        raise ValueError(f'--batch-size {batch_size}: a batch holds images of sizes {sizes}; '
+                         'expected one size per batch (use --batch-size 1 for a dataset of '
+                         'mixed sizes)')
+
+
 def build_model(cfg: Config, args: argparse.Namespace) -> ClassTokenMapModel:
     backbone, _ = backbone_config(cfg)
     patch_size = backbone.get('patch_size', 16)
@@ -228,6 +237,7 @@ def main(argv: List[str] = None) -> dict:
         for batch in loader:
             if seen >= total:
                 break
+            check_one_size(batch['inputs'], args.batch_size)
             samples = [s.to_dict() for s in model.test_step(batch)][:total - seen]
             metric.process(batch, samples)
             for index, (sample, result) in enumerate(
