@@ -7,6 +7,7 @@ import os
 import os.path as osp
 import subprocess
 import sys
+from collections import namedtuple
 
 import pytest
 
@@ -16,6 +17,7 @@ from dinomamba_mm.install_mmcv import MMCV_VERSION, Installer
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHARED_WHEELS = osp.join(osp.dirname(ROOT), 'shared', 'wheels')
 TORCH = importlib.metadata.version('torch')
+shutil_usage = namedtuple('usage', 'total used free')
 
 
 def test_the_installed_mmcv_is_accepted():
@@ -134,18 +136,80 @@ def test_the_build_command_it_would_run(tmp_path, monkeypatch, capsys):
     """--dry-run: the sdist build of tools/setup_env.sh (setuptools < 70 for the build only,
     --no-build-isolation, C++20 for torch >= 2.14), without running it."""
     monkeypatch.setenv('MAX_JOBS', '2')
+    monkeypatch.setenv('CFLAGS', '-O2')
     Installer(dry_run=True).build(str(tmp_path / 'out'))
     printed = capsys.readouterr().out
     assert f'-m pip --disable-pip-version-check download -q --no-deps --no-binary :all: ' \
            f'--no-cache-dir mmcv=={MMCV_VERSION}' in printed
     assert "install -q 'setuptools<70' wheel" in printed
-    assert f'mmcv-{MMCV_VERSION} && MMCV_WITH_OPS=1 MAX_JOBS=2 ' in printed
+    # the user's CFLAGS, then no debug information
+    assert f"mmcv-{MMCV_VERSION} && MMCV_WITH_OPS=1 CFLAGS='-O2 -g0' MAX_JOBS=2 " in printed
     assert f'wheel -q --no-deps --no-build-isolation --no-cache-dir . -w {tmp_path}/out' \
         in printed
     setuptools = importlib.metadata.version('setuptools')
     assert f'install -q setuptools=={setuptools}' in printed  # put back afterwards
     torch_major_minor = tuple(int(p) for p in TORCH.split('.')[:2])
     assert ('-std=c++17 -> -std=c++20' in printed) == (torch_major_minor >= (2, 14))
+
+
+class FailingBuild(Installer):
+    """Installer whose pip commands are recorded; ``pip wheel`` fails."""
+
+    def __init__(self, dry_run):
+        super().__init__(dry_run=dry_run)
+        self.commands = []
+
+    def pip(self, *args, check=True, **kwargs):
+        self.commands.append(args)
+        if args[0] == 'wheel':
+            raise subprocess.CalledProcessError(1, args)
+        return True
+
+
+def test_the_build_folder_is_removed_even_when_the_build_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(install_mmcv.tempfile, 'tempdir', str(tmp_path))
+    installer = FailingBuild(dry_run=True)
+    with pytest.raises(subprocess.CalledProcessError):
+        installer.build(str(tmp_path / 'out'))
+    assert [args[0] for args in installer.commands] == ['download', 'install', 'wheel',
+                                                        'install']
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_build_without_room_stops_before_it_starts(tmp_path, monkeypatch):
+    """A build that would run out of space stops at once, naming the folder, the free space
+    and the ways out; nothing is downloaded and nothing is left behind."""
+    monkeypatch.setattr(install_mmcv.tempfile, 'tempdir', str(tmp_path))
+    free = (install_mmcv.BUILD_NEEDS_MB - 1) * 2**20
+    monkeypatch.setattr(install_mmcv.shutil, 'disk_usage',
+                        lambda path: shutil_usage(total=10 * free, used=9 * free, free=free))
+    installer = FailingBuild(dry_run=False)
+    with pytest.raises(OSError) as error:
+        installer.build(str(tmp_path / 'out'))
+    message = str(error.value)
+    assert f'needs about {install_mmcv.BUILD_NEEDS_MB} MB free in its temporary folder ' \
+           f'{tmp_path}{os.sep}mmcv-build-' in message
+    assert f'its filesystem has {install_mmcv.BUILD_NEEDS_MB - 1} MB' in message
+    assert 'set TMPDIR' in message and '--find-links' in message
+    assert installer.commands == [] and os.listdir(tmp_path) == []
+
+
+def test_a_wheel_pip_cannot_install_is_not_blamed_on_torch(tmp_path, monkeypatch, capsys):
+    """When pip fails (a full disk, say), the log says so instead of 'does not fit torch'."""
+    monkeypatch.setenv('PIP_FIND_LINKS', str(tmp_path / 'links'))
+    monkeypatch.setenv('DINOMAMBA_CACHE', str(tmp_path / 'cache'))
+    wheel = _wheel(str(tmp_path / 'links'))
+
+    class PipFails(Recorded):
+        def pip(self, *args, check=True, **kwargs):
+            super().pip(*args, check=check, **kwargs)
+            return args[0] != 'install'
+
+    assert not PipFails().install_wheel(wheel, 'pins.txt')
+    log = capsys.readouterr().err
+    assert f'{osp.basename(wheel)}: pip could not install it (its message is above); ' \
+           'uninstalling it' in log
+    assert 'torch' not in log.split('trying')[1]
 
 
 def test_the_command_does_nothing_where_mmcv_works(tmp_path):

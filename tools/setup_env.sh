@@ -9,7 +9,7 @@
 # - mmcv 2.1.0 with compiled ops, matching the installed torch: `python -m
 #   dinomamba_mm.install_mmcv` (dinomamba_mm/install_mmcv.py: a wheel from $PIP_FIND_LINKS or
 #   its cache ${DINOMAMBA_CACHE:-~/.cache/dinomamba_mm}/wheels/torch-<version>/, else the PyPI
-#   sdist built into that cache, ~15 min on 2 cores).
+#   sdist built into that cache, ~10 min on 2 cores).
 # - the OpenMMLab stack pinned in requirements/runtime.txt, the test tools (requirements/tests.txt
 #   and mamba-ssm's Python files, an oracle of the Triton tests), and this package (editable).
 # A stamp keyed on this script, the requirement files, setup.py and the torch version makes a
