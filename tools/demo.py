@@ -554,11 +554,15 @@ def extract_features(args, model: DemoModel, checkpoint: str) -> str:
 
 
 def train_head(args, steps: Steps, config: str, model: DemoModel, features: str, kind: str,
-               epochs: Optional[int]) -> float:
+               epochs: Optional[int], cfg_options: Optional[dict] = None) -> float:
     """Train a head on ``features`` (``kind``: 'cls' for the probe, 'patches' for the
-    segmentation head) with its config; returns the val metric (top-1 %, mIoU %)."""
+    segmentation head) with its config, changed by ``cfg_options`` (mmengine's
+    ``merge_from_dict``; tools/benchmarks/demo_steps.py times variants); returns the val metric
+    (top-1 %, mIoU %)."""
     from mmengine.config import Config
     cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
     cfg.work_dir = osp.join(args.work_dir, f'{"probe" if kind == "cls" else "segmentation"}_'
                             f'{model.key}')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
