@@ -21,8 +21,9 @@ environment whose setuptools lacks ``pkg_resources``. This command, in order:
 
 Installs leave torch, torchvision and setuptools as they are (pip constraints), and any
 ``-c`` file given (``tools/setup_env.sh`` passes ``requirements/runtime.txt``). ``--dry-run``
-prints the pip commands instead of running them: those of every wheel found, then the build. It needs pip and torch; on import,
-``dinomamba_mm`` names this command when mmcv is missing (:func:`mmcv_problem`).
+prints the pip commands instead of running them: those of every wheel found, then the build.
+It needs pip and torch; on import, ``dinomamba_mm`` names this command when mmcv is missing
+(:func:`mmcv_problem`).
 """
 import argparse
 import glob
