@@ -127,11 +127,11 @@ def main(argv=None) -> List[dict]:
     demo = runpy.run_path(DEMO)
     log = osp.join(args.work_dir, 'benchmark_console.log')
     rows = []
-    with demo['console_to'](log) as display:
+    with demo['console_to'](log) as display, open(os.devnull, 'w') as no_progress:
         print(machine_line(), file=display, flush=True)
         _, summary = demo['ensure_data'](args)
         import dinomamba_mm  # noqa: F401  (registers the project's modules)
-        steps = demo['Steps'](0, stream=open(os.devnull, 'w'))
+        steps = demo['Steps'](0, stream=no_progress)
         model = demo['DINOVIM']
         demo['extract_features'](args, model, osp.join(demo['SHIPPED_DIR'], f'{model.key}.pth'))
         print(f'{summary}; DinoVim features in {args.work_dir}/features; console log {log}',
